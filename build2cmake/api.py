@@ -1,0 +1,175 @@
+"""The library behind the CLI: validate, generate-torch, clean and update-build."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomlkit
+
+from build2cmake.config import load_project, read_document
+from build2cmake.errors import Build2CMakeError, BuildConfigError
+from build2cmake.fileset import MANIFEST_NAME, Manifest, WriteReport, content_hash, write_fileset
+from build2cmake.model import BUILDABLE_BACKENDS, Project
+from build2cmake.render import BUILD_DIR, RenderOptions, render_project
+
+_OPS_ID = re.compile(r"^[A-Za-z0-9_]{1,32}$")
+
+
+def validate(build_toml: Path) -> Project:
+    """Check build.toml and everything it points to; raise BuildConfigError on the first problem."""
+    return load_project(build_toml)
+
+
+def default_ops_id(build_toml: Path) -> str:
+    """The ops id used without --ops-id: derived from build.toml's bytes, so it is reproducible."""
+    return hashlib.sha256(build_toml.read_bytes()).hexdigest()[:10]
+
+
+def generate_torch(
+    build_toml: Path,
+    target_dir: Path | None = None,
+    *,
+    force: bool = False,
+    backend: str | None = None,
+    ops_id: str | None = None,
+) -> WriteReport:
+    """Write the CMake build, pyproject.toml and torch glue for build.toml into target_dir."""
+    project = load_project(build_toml)
+    target = _checked_target(build_toml, target_dir)
+    unsupported = [b for b in project.backends if b not in BUILDABLE_BACKENDS]
+    if unsupported:
+        raise BuildConfigError(
+            build_toml,
+            "[general].backends",
+            f"{unsupported[0]!r} is not supported by this build2cmake "
+            f"(it builds {', '.join(BUILDABLE_BACKENDS)}); remove it to build the others",
+        )
+    if project.universal:
+        raise BuildConfigError(build_toml, "[general].universal",
+                               "universal (pure-Python) kernels are not supported by this "
+                               "build2cmake yet")  # fmt: skip
+    if backend is not None and backend not in project.backends:
+        raise Build2CMakeError(
+            f"--backend {backend}: build.toml declares only {', '.join(project.backends)}"
+        )
+    if ops_id is not None and not _OPS_ID.match(ops_id):
+        raise Build2CMakeError(
+            f"--ops-id {ops_id!r}: use 1 to 32 letters, digits or '_' (it becomes part of the "
+            "torch op namespace)"
+        )
+    prefix = os.path.relpath(build_toml.parent.resolve(), target.resolve())
+    options = RenderOptions(
+        ops_id=ops_id or default_ops_id(build_toml),
+        default_backend=backend or "auto",
+        build_toml_name=build_toml.name,
+        source_prefix="" if prefix == "." else prefix.replace(os.sep, "/") + "/",
+    )
+    fileset = render_project(project, options)
+    return write_fileset(fileset, target, build_dirs=(BUILD_DIR,), force=force)
+
+
+@dataclass(frozen=True)
+class CleanReport:
+    """What clean removed (or would remove with --dry-run) and what it kept."""
+
+    removed: tuple[str, ...]
+    kept_edited: tuple[str, ...]
+
+
+def clean(
+    build_toml: Path, target_dir: Path | None = None, *, dry_run: bool = False, force: bool = False
+) -> CleanReport:
+    """Remove what generate-torch wrote (per its manifest) and the build folder, nothing else.
+
+    A generated file the user edited since is kept (and listed) unless `force`.
+    """
+    target = _checked_target(build_toml, target_dir)
+    manifest = Manifest.read(target)
+    if manifest is None:
+        if (target / MANIFEST_NAME).exists():
+            raise Build2CMakeError(
+                f"{target / MANIFEST_NAME}: unreadable; clean deletes nothing without it. "
+                "Run generate-torch again to rewrite it, then clean."
+            )
+        return CleanReport((), ())
+    removed: list[str] = []
+    kept: list[str] = []
+    for name, recorded in sorted(manifest.files.items()):
+        path = target / name
+        if not path.is_file():
+            continue
+        if force or content_hash(path.read_bytes()) == recorded:
+            removed.append(name)
+        else:
+            kept.append(name)
+    build_dirs = [d for d in manifest.build_dirs if (target / d).is_dir()]
+    removed.extend(d + "/" for d in build_dirs)
+    if not dry_run:
+        for name in removed:
+            path = target / name
+            if name.endswith("/"):
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            _remove_empty_parents(path.parent, target)
+        if not kept:
+            (target / MANIFEST_NAME).unlink()
+    return CleanReport(tuple(removed), tuple(kept))
+
+
+def update_build(build_toml: Path) -> bool:
+    """Rewrite an older-format build.toml in the current format, keeping comments.
+
+    Returns False when the file is already current. The older format has no
+    `[general].backends`; the current one lists them.
+    """
+    project = load_project(build_toml)
+    if not project.backends_inferred:
+        return False
+    document = read_document(build_toml)
+    general = document["general"]
+    assert isinstance(general, dict)
+    backends = tomlkit.array()
+    backends.extend(project.backends)
+    general["backends"] = backends
+    if general.get("universal") is False:
+        # The current format writes universal only for universal kernels.
+        del general["universal"]
+    text = tomlkit.dumps(document)
+    tmp = build_toml.with_name(f".{build_toml.name}.update.tmp")
+    tmp.write_text(text, "utf-8")
+    os.replace(tmp, build_toml)
+    return True
+
+
+def _checked_target(build_toml: Path, target_dir: Path | None) -> Path:
+    """The target folder, refusing the filesystem root and the home folder."""
+    target = target_dir if target_dir is not None else build_toml.parent
+    if target_dir is not None and not target.exists():
+        raise Build2CMakeError(f"{target}: target folder does not exist")
+    if target.exists() and not target.is_dir():
+        raise Build2CMakeError(f"{target}: target is a file, not a folder")
+    resolved = target.resolve()
+    if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
+        raise Build2CMakeError(
+            f"{target}: refusing to generate into or clean the "
+            f"{'filesystem root' if resolved == Path(resolved.anchor) else 'home folder'}; "
+            "put build.toml in its own project folder"
+        )
+    return target
+
+
+def _remove_empty_parents(folder: Path, stop: Path) -> None:
+    """Remove `folder` and its parents up to (not including) `stop` while they are empty."""
+    while folder != stop and folder.is_relative_to(stop):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+        if folder.exists():
+            return
+        folder = folder.parent
