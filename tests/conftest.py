@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).parent.parent
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Callable[[str], Path]:
+    """Copy a fixture kernel project into tmp_path and return its folder."""
+
+    def copy(name: str) -> Path:
+        destination = tmp_path / name
+        shutil.copytree(FIXTURES / name, destination, symlinks=True)
+        return destination
+
+    return copy
+
+
+def run_cli(*args: str | os.PathLike[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real `build2cmake` command line in a fresh interpreter."""
+    return subprocess.run(
+        [sys.executable, "-m", "build2cmake", *map(str, args)],
+        capture_output=True, text=True, cwd=cwd, check=False,
+    )  # fmt: skip
+
+
+class BuildEnv:
+    """A virtual environment that sees this interpreter's packages (torch, scikit-build-core)
+    and takes the kernel packages the tests install, so they never land in the real one."""
+
+    def __init__(self, root: Path) -> None:
+        venv.EnvBuilder(system_site_packages=True, with_pip=False).create(root)
+        self.python = root / "bin" / "python"
+
+    def pip_install(self, project: Path, *config: str, editable: bool = True) -> None:
+        args = [str(sys.executable), "-m", "pip", "--python", str(self.python), "install",
+                "--no-build-isolation", "--no-deps", "-q"]  # fmt: skip
+        for setting in config:
+            args += ["-C", setting]
+        args += ["-e", str(project)] if editable else [str(project)]
+        result = subprocess.run(args, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def run(self, code: str) -> subprocess.CompletedProcess[str]:
+        """Run Python code in the environment (from a neutral folder, so imports are real)."""
+        return subprocess.run([str(self.python), "-c", code], capture_output=True, text=True,
+                              cwd="/", check=False)  # fmt: skip
+
+
+@pytest.fixture
+def build_env(tmp_path_factory: pytest.TempPathFactory) -> BuildEnv:
+    return BuildEnv(tmp_path_factory.mktemp("venv"))
+
+
+def have_rocm_toolchain() -> bool:
+    return shutil.which("hipconfig") is not None or Path("/opt/rocm/bin/hipconfig").exists()
+
+
+requires_rocm_toolchain = pytest.mark.skipif(
+    not have_rocm_toolchain(),
+    reason="no ROCm toolchain (apt-get install hipcc libamdhip64-dev rocm-device-libs "
+    "libamd-comgr-dev libhsa-runtime-dev)",
+)

@@ -1,0 +1,131 @@
+"""Generate, build with pip + scikit-build-core + CMake, import, call: the real toolchains."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from build2cmake.api import clean, generate_torch
+from build2cmake.offload import hip_bundles
+from tests.conftest import BuildEnv, requires_rocm_toolchain
+
+pytestmark = pytest.mark.compile
+
+
+def extension(root: Path, backend: str) -> Path:
+    found = list((root / "build" / "cmake").rglob(f"_scale_add_{backend}_*.so"))
+    found = [p for p in found if "install" in p.parts]
+    assert len(found) == 1, found
+    return found[0]
+
+
+CHECK_CPU = """
+import torch, scale_add
+torch.manual_seed(0)
+a, b = torch.randn(1000, dtype=torch.float32), torch.randn(1000, dtype=torch.float32)
+expected = (2.5 * a.double() + b.double()).float()
+got = scale_add.scale_add(a, b, 2.5)
+assert torch.allclose(got, expected, rtol=1e-6, atol=1e-6), (got - expected).abs().max()
+print("namespace", scale_add.ops.__name__)
+print("relu", scale_add.relu(torch.tensor([-1.5, 0.0, 2.0])).tolist())
+"""
+
+
+def test_cpu_build_imports_computes_and_rebuilds_after_an_edit(
+    project: Callable[[str], Path], build_env: BuildEnv
+) -> None:
+    root = project("scale_add")
+    before = {p for p in root.rglob("*")}
+    generate_torch(root / "build.toml", ops_id="t1")
+    build_env.pip_install(root)
+
+    result = build_env.run(CHECK_CPU)
+    assert result.returncode == 0, result.stderr
+    assert "namespace torch.ops._scale_add_cpu_t1" in result.stdout
+    assert "relu [0.0, 0.0, 2.0]" in result.stdout
+
+    # Editing a kernel source: the next import rebuilds (scikit-build-core editable rebuild).
+    source = root / "cpu" / "ops_cpu.cpp"
+    source.write_text(source.read_text().replace("x.clamp_min(0)", "x.clamp_min(0) * 2"))
+    so = extension(root, "cpu")
+    mtime = so.stat().st_mtime_ns
+    time.sleep(1)
+    result = build_env.run(CHECK_CPU)
+    assert result.returncode == 0, result.stderr
+    assert "relu [0.0, 0.0, 4.0]" in result.stdout
+    assert so.stat().st_mtime_ns > mtime
+
+    # compile_commands.json is there for editors (clangd).
+    commands = json.loads((root / "build" / "cmake" / "compile_commands.json").read_text())
+    assert any(c["file"].endswith("cpu/ops_cpu.cpp") for c in commands)
+
+    source.write_text(source.read_text().replace("x.clamp_min(0) * 2", "x.clamp_min(0)"))
+    clean(root / "build.toml")
+    assert {p for p in root.rglob("*")} == before
+
+
+@requires_rocm_toolchain
+def test_rocm_build_has_one_code_object_per_arch_of_each_kernel(
+    project: Callable[[str], Path], build_env: BuildEnv
+) -> None:
+    root = project("scale_add")
+    generate_torch(root / "build.toml", ops_id="t2")
+    build_env.pip_install(root, "cmake.define.BUILD2CMAKE_BACKEND=rocm")
+    so = extension(root, "rocm")
+
+    bundles = {bundle.kernels: bundle.targets for bundle in hip_bundles(so)}
+    by_kernel = {next(iter(k)): sorted(t) for k, t in bundles.items() if len(k) == 1}
+    assert by_kernel == {
+        "_Z16scale_add_kernelPfPKfS1_fl": ["gfx90a", "gfx940"],
+        "_Z11relu_kernelPfPKfl": ["gfx90a"],
+    }
+    assert len(bundles) == 2
+
+    result = build_env.run(
+        """
+import torch, scale_add
+name = scale_add.add_op_namespace_prefix("scale_add")
+print("namespace", scale_add.ops.__name__)
+print("cuda key", torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA"))
+print("cpu key", torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU"))
+x = torch.randn(8)
+try:
+    scale_add.ops.scale_add.default.redispatch(
+        torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA), torch.empty(8), x, x, 1.0)
+except RuntimeError as e:
+    print("call:", str(e).splitlines()[0])
+"""
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "namespace torch.ops._scale_add_rocm_t2" in lines
+    assert "cuda key True" in lines and "cpu key False" in lines
+    assert "call: scale_add: no ROCm device is present (hipGetDeviceCount: hipErrorNoDevice)" in (
+        lines
+    )
+
+
+@requires_rocm_toolchain
+def test_configure_stops_on_an_arch_the_hip_compiler_cannot_build(
+    project: Callable[[str], Path], tmp_path: Path
+) -> None:
+    root = project("scale_add")
+    text = (root / "build.toml").read_text().replace('["gfx90a", "gfx940"]', '["gfx90a", "gfx950"]')
+    (root / "build.toml").write_text(text)
+    generate_torch(root / "build.toml")
+    result = subprocess.run(
+        ["cmake", "-S", str(root), "-B", str(tmp_path / "b"), "-G", "Ninja",
+         "-DBUILD2CMAKE_BACKEND=rocm"],
+        capture_output=True, text=True, check=False, env={**os.environ, "CMAKE_PREFIX_PATH": ""},
+    )  # fmt: skip
+    assert result.returncode != 0
+    message = " ".join(result.stderr.split())
+    assert "rocm-archs of kernel_scale_add_rocm lists 'gfx950'" in message
+    assert "clang++-15 (Clang 15.0.6)" in message
+    assert "BUILD2CMAKE_ROCM_ARCHS" in message
