@@ -1,0 +1,117 @@
+#include <torch/library.h>
+#include <torch/torch.h>
+
+#include <cstdint>
+
+#include "../gemm/fp8.h"
+#include "registration.h"
+#include "torch_binding.h"
+
+#if defined(CPU_KERNEL)
+#include "../cpu/gemm_cpu.h"
+#elif defined(ROCM_KERNEL)
+#include <hip/hip_runtime_api.h>
+
+#include "../gemm/gemm_launcher.h"
+// With a ROCm build of torch, run on torch's current stream; a CPU torch (compile-only builds)
+// has no HIP stream API and cannot hold GPU tensors anyway.
+#if __has_include(<c10/hip/HIPStream.h>)
+#include <c10/hip/HIPStream.h>
+#define GEMM_HAVE_TORCH_HIP_STREAM 1
+#endif
+#endif
+
+namespace {
+
+using fp8gemm::Fp8Format;
+
+void check_matrix(const char* name, const torch::Tensor& t, torch::IntArrayRef shape,
+                  const char* shape_text, const torch::Tensor& a) {
+  TORCH_CHECK(t.dim() == 2 && t.sizes() == shape, "gemm: ", name, " must have shape ", shape_text,
+              " = ", shape, ", got ", t.sizes());
+  TORCH_CHECK(t.device() == a.device(), "gemm: ", name, " must be on a's device ", a.device(),
+              ", got ", t.device());
+  TORCH_CHECK(t.is_contiguous(), "gemm: ", name, " must be contiguous (row-major), got strides ",
+              t.strides());
+}
+
+// Checks every argument before anything runs; returns a's fp8 format.
+Fp8Format check_arguments(const torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
+                          const torch::Tensor& a_scale, const torch::Tensor& b_scale) {
+  TORCH_CHECK(a.scalar_type() == torch::kFloat8_e4m3fnuz ||
+                  a.scalar_type() == torch::kFloat8_e4m3fn,
+              "gemm: a must be float8_e4m3fnuz or float8_e4m3fn, got ", a.scalar_type());
+  TORCH_CHECK(b.scalar_type() == a.scalar_type(), "gemm: b must have a's dtype ", a.scalar_type(),
+              ", got ", b.scalar_type());
+  TORCH_CHECK(a_scale.scalar_type() == torch::kFloat, "gemm: a_scale must be float32, got ",
+              a_scale.scalar_type());
+  TORCH_CHECK(b_scale.scalar_type() == torch::kFloat, "gemm: b_scale must be float32, got ",
+              b_scale.scalar_type());
+  TORCH_CHECK(out.scalar_type() == torch::kBFloat16, "gemm: out must be bfloat16, got ",
+              out.scalar_type());
+  TORCH_CHECK(a.dim() == 2, "gemm: a must be 2-D (M, K), got shape ", a.sizes());
+  TORCH_CHECK(b.dim() == 2, "gemm: b must be 2-D (K, N), got shape ", b.sizes());
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  TORCH_CHECK(m >= 1, "gemm: a must have at least one row (M >= 1), got shape ", a.sizes());
+  TORCH_CHECK(k > 0 && k % fp8gemm::kScaleBlock == 0,
+              "gemm: K = a.size(1) must be a positive multiple of 128, got ", k);
+  TORCH_CHECK(n > 0 && n % fp8gemm::kScaleBlock == 0,
+              "gemm: N = b.size(1) must be a positive multiple of 128, got ", n);
+  TORCH_CHECK(m <= (int64_t{1} << 22) && k <= (int64_t{1} << 24) && n <= (int64_t{1} << 22),
+              "gemm: shape M x N x K = ", m, " x ", n, " x ", k, " is larger than supported");
+  TORCH_CHECK(a.is_contiguous(), "gemm: a must be contiguous (row-major), got strides ",
+              a.strides());
+  check_matrix("b", b, {k, n}, "(K, N)", a);
+  check_matrix("a_scale", a_scale, {k / 128, m}, "(K/128, M)", a);
+  check_matrix("b_scale", b_scale, {k / 128, n / 128}, "(K/128, N/128)", a);
+  check_matrix("out", out, {m, n}, "(M, N)", a);
+  return a.scalar_type() == torch::kFloat8_e4m3fnuz ? Fp8Format::e4m3fnuz : Fp8Format::e4m3fn;
+}
+
+template <typename T>
+T* data(const torch::Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
+}
+
+}  // namespace
+
+void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
+          const torch::Tensor& a_scale, const torch::Tensor& b_scale) {
+  const Fp8Format format = check_arguments(out, a, b, a_scale, b_scale);
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+#if defined(CPU_KERNEL)
+  TORCH_CHECK(a.is_cpu(), "gemm: this is the CPU build of gemm; a is on ", a.device());
+  gemm_cpu_run(data<uint16_t>(out), data<uint8_t>(a), data<uint8_t>(b), data<float>(a_scale),
+               data<float>(b_scale), m, n, k, format);
+#elif defined(ROCM_KERNEL)
+  int devices = 0;
+  const hipError_t found = hipGetDeviceCount(&devices);
+  TORCH_CHECK(found == hipSuccess && devices > 0,
+              "gemm: no ROCm device is present (hipGetDeviceCount: ",
+              found == hipSuccess ? "0 devices" : hipGetErrorString(found), ")");
+  TORCH_CHECK(a.is_cuda(), "gemm: a must be on the ROCm device, got ", a.device());
+  TORCH_CHECK(hipSetDevice(a.get_device()) == hipSuccess, "gemm: cannot select device ",
+              a.device());
+#if defined(GEMM_HAVE_TORCH_HIP_STREAM)
+  const hipStream_t stream = c10::hip::getCurrentHIPStream(a.get_device()).stream();
+#else
+  const hipStream_t stream = nullptr;
+#endif
+  const hipError_t status =
+      gemm_rocm_run(data<uint16_t>(out), data<uint8_t>(a), data<uint8_t>(b), data<float>(a_scale),
+                    data<float>(b_scale), m, n, k, static_cast<int>(format), stream, nullptr);
+  TORCH_CHECK(status == hipSuccess, "gemm: HIP launch failed: ", hipGetErrorString(status));
+#endif
+}
+
+TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
+  ops.def("gemm(Tensor! out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale) -> ()");
+#if defined(CPU_KERNEL)
+  ops.impl("gemm", torch::kCPU, &gemm);
+#elif defined(ROCM_KERNEL) || defined(CUDA_KERNEL)
+  // PyTorch on ROCm dispatches HIP tensors through the CUDA key.
+  ops.impl("gemm", torch::kCUDA, &gemm);
+#endif
+}
+
+REGISTER_EXTENSION(TORCH_EXTENSION_NAME)
