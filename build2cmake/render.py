@@ -79,7 +79,7 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
         "default_backend": options.default_backend,
         "build_dir": BUILD_DIR,
         "project_version": str(project.version) if project.version is not None else "0",
-        "extension_names": [extension_name(project, b, options.ops_id) for b in buildable],
+        "extension_names": [(extension_name(project, b, options.ops_id), b) for b in buildable],
     }
 
     def render(template: str) -> str:

@@ -149,7 +149,7 @@ def test_ops_id_and_backend_options(project: Callable[[str], Path]) -> None:
     assert 'set(BUILD2CMAKE_OPS_ID "v2_dev")' in cmake
     assert 'build2cmake_select_backend(DEFAULT "rocm")' in cmake
     ops = (root / "torch-ext/scale_add/_ops.py").read_text()
-    assert '"_scale_add_cpu_v2_dev",' in ops and '"_scale_add_rocm_v2_dev",' in ops
+    assert '"_scale_add_cpu_v2_dev": "cpu",' in ops and '"_scale_add_rocm_v2_dev": "rocm",' in ops
 
 
 def test_bad_ops_id_and_undeclared_backend_are_user_errors(

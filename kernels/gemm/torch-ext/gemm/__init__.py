@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from ._ops import add_op_namespace_prefix, ops
+from ._ops import add_op_namespace_prefix, backend, ops
 
-__all__ = ["gemm", "ops"]
+__all__ = ["backend", "gemm", "ops"]
 
 
 def gemm(

@@ -10,11 +10,11 @@ import importlib
 
 import torch
 
-# One name per backend build.toml declares; the build produces exactly one of them.
-_EXTENSIONS = (
-    "_scale_add_cpu_7a3ce0c20d",
-    "_scale_add_rocm_7a3ce0c20d",
-)
+# One extension per backend build.toml declares (name: backend); a build produces one of them.
+_EXTENSIONS = {
+    "_scale_add_cpu_7a3ce0c20d": "cpu",
+    "_scale_add_rocm_7a3ce0c20d": "rocm",
+}
 
 
 def _load_extension() -> str:
@@ -34,6 +34,8 @@ def _load_extension() -> str:
 
 _NAMESPACE = _load_extension()
 ops = getattr(torch.ops, _NAMESPACE)
+#: The backend this build was compiled for: "cpu", "cuda" or "rocm".
+backend = _EXTENSIONS[_NAMESPACE]
 
 
 def add_op_namespace_prefix(op_name: str) -> str:

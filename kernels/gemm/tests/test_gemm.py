@@ -1,0 +1,159 @@
+"""Tests of the gemm op against a float64 reference, on whichever backend this build has.
+
+Run after building: pip install --no-build-isolation -e kernels/gemm && pytest kernels/gemm/tests
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gemm
+
+FP8_FORMATS = [torch.float8_e4m3fnuz, torch.float8_e4m3fn]
+
+
+def _device() -> str:
+    if gemm.backend == "cpu":
+        return "cpu"
+    if not torch.cuda.is_available():
+        kind = "ROCm" if gemm.backend == "rocm" else "CUDA"
+        pytest.skip(f"this is the {gemm.backend} build of gemm and no {kind} device is present")
+    if gemm.backend == "rocm" and not torch.version.hip:
+        pytest.skip("the rocm build of gemm needs a ROCm build of torch to run")
+    return "cuda"
+
+
+@pytest.fixture
+def device() -> str:
+    return _device()
+
+
+def supported(fp8: torch.dtype) -> bool:
+    # NVIDIA GPUs take only the OCP format; the CPU and ROCm paths take both.
+    return not (gemm.backend == "cuda" and fp8 == torch.float8_e4m3fnuz)
+
+
+def make_inputs(m: int, n: int, k: int, fp8: torch.dtype, device: str, seed: int):
+    """Random fp8 operands spanning the format's range, and non-trivial positive scales."""
+    g = torch.Generator().manual_seed(seed)
+    a = (torch.randn(m, k, generator=g) * 4).clamp(-200, 200).to(fp8)
+    b = (torch.randn(k, n, generator=g) * 4).clamp(-200, 200).to(fp8)
+    a_scale = torch.exp(torch.randn(k // 128, m, generator=g))
+    b_scale = torch.exp(torch.randn(k // 128, n // 128, generator=g))
+    return [t.to(device) for t in (a, b, a_scale, b_scale)]
+
+
+def reference(a, b, a_scale, b_scale) -> torch.Tensor:
+    """out in float64 from dequantised inputs: each scale covers a 128-wide block of K."""
+    a64 = a.double() * a_scale.double().t().repeat_interleave(128, dim=1)
+    b_scale_full = b_scale.double().repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
+    return a64 @ (b.double() * b_scale_full)
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+SHAPES = [  # M, N, K
+    (1, 128, 128),
+    (37, 256, 384),
+    (64, 128, 1024),
+    (130, 384, 128),
+    (255, 640, 512),
+    (1, 1536, 7168),
+]
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("fp8", FP8_FORMATS, ids=["e4m3fnuz", "e4m3fn"])
+@pytest.mark.parametrize(("m", "n", "k"), SHAPES)
+def test_gemm_matches_float64_reference(device: str, fp8: torch.dtype, m: int, n: int, k: int):
+    if not supported(fp8):
+        pytest.skip(f"{fp8} is not supported by the {gemm.backend} build")
+    a, b, a_scale, b_scale = make_inputs(m, n, k, fp8, device, seed=m * 7919 + n * 31 + k)
+    out = gemm.gemm(a, b, a_scale, b_scale)
+    assert out.shape == (m, n) and out.dtype == torch.bfloat16
+    ref = reference(a.cpu(), b.cpu(), a_scale.cpu(), b_scale.cpu())
+    assert ref.abs().max() > 0
+    assert relative_error(out.cpu(), ref) < 1e-2
+
+
+@pytest.mark.parametrize("fp8", FP8_FORMATS, ids=["e4m3fnuz", "e4m3fn"])
+@pytest.mark.parametrize(("m", "n", "k"), [(1024, 1536, 7168), (6144, 7168, 2304)])
+def test_gemm_matches_reference_at_the_seed_shapes(device, fp8, m, n, k):
+    if not supported(fp8):
+        pytest.skip(f"{fp8} is not supported by the {gemm.backend} build")
+    a, b, a_scale, b_scale = make_inputs(m, n, k, fp8, device, seed=k)
+    out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
+    assert gemm.gemm(a, b, a_scale, b_scale, out=out) is out
+    ref = reference(a.cpu(), b.cpu(), a_scale.cpu(), b_scale.cpu())
+    assert relative_error(out.cpu(), ref) < 1e-2
+
+
+@pytest.mark.parametrize("fp8", FP8_FORMATS, ids=["e4m3fnuz", "e4m3fn"])
+def test_every_fp8_value_decodes_exactly(device: str, fp8: torch.dtype):
+    """Row m of a holds byte m in column 0 (zeros elsewhere) and b's row 0 is ones, so every
+    column of out row m must equal byte m's value exactly (NaN for the NaN encodings)."""
+    if not supported(fp8):
+        pytest.skip(f"{fp8} is not supported by the {gemm.backend} build")
+    a_bytes = torch.zeros(256, 128, dtype=torch.uint8)
+    a_bytes[:, 0] = torch.arange(256, dtype=torch.uint8)
+    a = a_bytes.view(fp8)
+    b = torch.zeros(128, 128)
+    b[0] = 1
+    b = b.to(fp8)
+    out = gemm.gemm(*(t.to(device) for t in (a, b, torch.ones(1, 256), torch.ones(1, 1))))
+    out = out.cpu().float()
+    expected = a[:, :1].float().expand(256, 128)
+    assert torch.equal(out.isnan(), expected.isnan())
+    assert expected.isnan().any() and not expected.isnan().all()
+    finite = ~expected.isnan()
+    assert torch.equal(out[finite], expected[finite])
+
+
+def test_bad_arguments_raise_before_running(device: str):
+    fp8 = torch.float8_e4m3fn
+    a, b, sa, sb = make_inputs(4, 256, 256, fp8, device, seed=1)
+    out = torch.full((4, 256), 7.0, dtype=torch.bfloat16, device=device)
+    cases = [
+        ((out, a.float(), b, sa, sb), "gemm: a must be float8_e4m3fnuz or float8_e4m3fn, got Float"),
+        ((out, a, b.view(torch.float8_e5m2), sa, sb), "gemm: b must have a's dtype"),
+        ((out, a[:, :200], b, sa, sb), "gemm: K = a.size(1) must be a positive multiple of 128"),
+        ((out[:, :200], a, b[:, :200], sa, sb[:, :1]),
+         "gemm: N = b.size(1) must be a positive multiple of 128"),
+        ((out, a, b[:128], sa, sb), "gemm: b must have shape (K, N)"),
+        ((out, a, b, sa.t(), sb), "gemm: a_scale must have shape (K/128, M)"),
+        ((out, a, b, sa, sb.double()), "gemm: b_scale must be float32"),
+        ((out, a, b, sa, sb[:, :1]), "gemm: b_scale must have shape (K/128, N/128)"),
+        ((out.float(), a, b, sa, sb), "gemm: out must be bfloat16"),
+        ((out[:2], a, b, sa, sb), "gemm: out must have shape (M, N)"),
+        ((out, a[:0], b, sa[:, :0], sb), "gemm: a must have at least one row"),
+        ((out, a.unsqueeze(0), b, sa, sb), "gemm: a must be 2-D"),
+        ((out, a, b.t().contiguous().t(), sa, sb), "gemm: b must be contiguous"),
+    ]
+    for args, message in cases:
+        before = out.clone()
+        with pytest.raises(RuntimeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            gemm.ops.gemm(*args)
+        assert torch.equal(out, before), message
+
+
+def test_wrapper_allocates_out_and_rejects_1d_inputs(device: str):
+    a, b, sa, sb = make_inputs(3, 128, 128, torch.float8_e4m3fn, device, seed=2)
+    assert gemm.gemm(a, b, sa, sb).shape == (3, 128)
+    with pytest.raises(ValueError, match="a and b must be 2-D"):
+        gemm.gemm(a[0], b, sa, sb)
+
+
+def test_torch_compile_traces_the_op(device: str):
+    fp8 = torch.float8_e4m3fn
+    a, b, sa, sb = make_inputs(16, 256, 256, fp8, device, seed=3)
+
+    def scaled_relu_gemm(a, b, sa, sb):
+        return torch.relu(gemm.gemm(a, b, sa, sb)) * 2
+
+    compiled = torch.compile(scaled_relu_gemm, fullgraph=True)
+    expected = scaled_relu_gemm(a, b, sa, sb)
+    assert torch.equal(compiled(a, b, sa, sb), expected)
+    assert expected.abs().max() > 0

@@ -1,0 +1,74 @@
+"""kernels/gemm, the example project: generated, built and tested like a user would."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from build2cmake.api import generate_torch
+from build2cmake.offload import hip_bundles
+from tests.conftest import REPO, BuildEnv, requires_rocm_toolchain
+
+pytestmark = pytest.mark.compile
+
+GEMM = REPO / "kernels" / "gemm"
+
+
+def copy_gemm(tmp_path: Path) -> Path:
+    root = tmp_path / "gemm"
+    ignore = shutil.ignore_patterns("build", "CMakeLists.txt", "cmake", "pyproject.toml",
+                                    "_ops.py", "registration.h", ".build2cmake-manifest.json",
+                                    "__pycache__")  # fmt: skip
+    shutil.copytree(GEMM, root, ignore=ignore)
+    return root
+
+
+def run_kernel_tests(env: BuildEnv, root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(env.python), "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(root / "tests")],
+        capture_output=True, text=True, cwd=root, check=False,
+    )  # fmt: skip
+
+
+def summary(output: str) -> dict[str, int]:
+    return {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|skipped|error)", output)}
+
+
+def test_gemm_cpu_build_passes_the_kernels_own_tests(tmp_path: Path, build_env: BuildEnv) -> None:
+    root = copy_gemm(tmp_path)
+    generate_torch(root / "build.toml")
+    build_env.pip_install(root)
+    result = run_kernel_tests(build_env, root)
+    counts = summary(result.stdout.splitlines()[-1])
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert counts.get("failed", 0) == 0 and counts.get("skipped", 0) == 0, result.stdout[-3000:]
+    assert counts["passed"] >= 20
+
+
+@requires_rocm_toolchain
+def test_gemm_rocm_build_carries_matrix_core_code_for_gfx940_and_imports(
+    tmp_path: Path, build_env: BuildEnv
+) -> None:
+    root = copy_gemm(tmp_path)
+    generate_torch(root / "build.toml")
+    # The Debian ROCm 5.2 compiler cannot target gfx942; build the archs it can.
+    build_env.pip_install(root, "cmake.define.BUILD2CMAKE_BACKEND=rocm",
+                          "cmake.define.BUILD2CMAKE_ROCM_ARCHS=gfx90a;gfx940")  # fmt: skip
+    (so,) = [p for p in (root / "build" / "cmake").rglob("_gemm_rocm_*.so") if "install" in p.parts]
+    (bundle,) = hip_bundles(so)
+    objects = {c.target: set(c.kernels) for c in bundle.code_objects}
+    assert sorted(objects) == ["gfx90a", "gfx940"]
+    mfma = "_ZN7fp8gemm21gemm_mfma_fnuz_kernelEPtPKhS2_PKfS4_iii"
+    portable = "_ZN7fp8gemm20gemm_portable_kernelILNS_9Fp8FormatE1EEEvPtPKhS4_PKfS6_iii"
+    assert mfma in objects["gfx940"] and portable in objects["gfx940"]
+    assert portable in objects["gfx90a"]
+
+    result = run_kernel_tests(build_env, root)
+    assert result.returncode == 0, result.stdout[-3000:]
+    counts = summary(result.stdout.splitlines()[-1])
+    assert counts.get("passed", 0) == 0 and counts["skipped"] >= 20
+    assert "this is the rocm build of gemm and no ROCm device is present" in result.stdout
