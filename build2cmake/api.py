@@ -18,6 +18,10 @@ from build2cmake.fileset import MANIFEST_NAME, Manifest, WriteReport, content_ha
 from build2cmake.model import BUILDABLE_BACKENDS, Project
 from build2cmake.render import BUILD_DIR, RenderOptions, render_project
 
+# What clean removes besides the generated files: the build folder of the generated pyproject
+# and any variant of it (e.g. `-C build-dir=build/cmake-rocm`).
+BUILD_DIR_PATTERNS = (BUILD_DIR + "*",)
+
 _OPS_ID = re.compile(r"^[A-Za-z0-9_]{1,32}$")
 
 
@@ -51,9 +55,11 @@ def generate_torch(
             f"(it builds {', '.join(BUILDABLE_BACKENDS)}); remove it to build the others",
         )
     if project.universal:
-        raise BuildConfigError(build_toml, "[general].universal",
-                               "universal (pure-Python) kernels are not supported by this "
-                               "build2cmake yet")  # fmt: skip
+        raise BuildConfigError(
+            build_toml,
+            "[general].universal",
+            "universal (pure-Python) kernels are not supported by this build2cmake yet",
+        )
     if backend is not None and backend not in project.backends:
         raise Build2CMakeError(
             f"--backend {backend}: build.toml declares only {', '.join(project.backends)}"
@@ -71,7 +77,7 @@ def generate_torch(
         source_prefix="" if prefix == "." else prefix.replace(os.sep, "/") + "/",
     )
     fileset = render_project(project, options)
-    return write_fileset(fileset, target, build_dirs=(BUILD_DIR,), force=force)
+    return write_fileset(fileset, target, build_dirs=BUILD_DIR_PATTERNS, force=force)
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,12 @@ def clean(
             removed.append(name)
         else:
             kept.append(name)
-    build_dirs = [d for d in manifest.build_dirs if (target / d).is_dir()]
+    build_dirs = sorted(
+        str(found.relative_to(target))
+        for pattern in manifest.build_dirs
+        for found in target.glob(pattern)
+        if found.is_dir() and not found.is_symlink()
+    )
     removed.extend(d + "/" for d in build_dirs)
     if not dry_run:
         for name in removed:

@@ -27,19 +27,36 @@ def _parser() -> argparse.ArgumentParser:
         "`pip install --no-build-isolation -e <TARGET_DIR>`.",
     )
     gen.add_argument("build_toml", type=Path, metavar="BUILD_TOML")
-    gen.add_argument("target_dir", type=Path, nargs="?", metavar="TARGET_DIR",
-                     help="where to write (default: the folder holding BUILD_TOML)")  # fmt: skip
-    gen.add_argument("--force", action="store_true",
-                     help="overwrite files that were edited or not written by build2cmake")  # fmt: skip
-    gen.add_argument("--backend", choices=BUILDABLE_BACKENDS,
-                     help="build this backend by default instead of the installed torch's")  # fmt: skip
-    gen.add_argument("--ops-id", metavar="ID",
-                     help="the unique part of the op namespace _<name>_<backend>_<ID> "
-                     "(default: derived from build.toml)")  # fmt: skip
+    gen.add_argument(
+        "target_dir",
+        type=Path,
+        nargs="?",
+        metavar="TARGET_DIR",
+        help="where to write (default: the folder holding BUILD_TOML)",
+    )
+    gen.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite files that were edited or not written by build2cmake",
+    )
+    gen.add_argument(
+        "--backend",
+        choices=BUILDABLE_BACKENDS,
+        help="build this backend by default instead of the installed torch's",
+    )
+    gen.add_argument(
+        "--ops-id",
+        metavar="ID",
+        help="the unique part of the op namespace _<name>_<backend>_<ID> "
+        "(default: derived from build.toml)",
+    )
 
-    val = commands.add_parser("validate", help="check build.toml only",
-                              description="Check build.toml and the files it names; exit 0 "
-                              "when valid, 2 with a message otherwise.")  # fmt: skip
+    val = commands.add_parser(
+        "validate",
+        help="check build.toml only",
+        description="Check build.toml and the files it names; exit 0 "
+        "when valid, 2 with a message otherwise.",
+    )
     val.add_argument("build_toml", type=Path, metavar="BUILD_TOML")
 
     cln = commands.add_parser(
@@ -53,8 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     cln.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
     cln.add_argument("--force", action="store_true", help="also remove generated files you edited")
 
-    upd = commands.add_parser("update-build", help="rewrite an older build.toml in the current "
-                              "format, keeping comments")  # fmt: skip
+    upd = commands.add_parser(
+        "update-build", help="rewrite an older build.toml in the current format, keeping comments"
+    )
     upd.add_argument("build_toml", type=Path, metavar="BUILD_TOML")
     return parser
 
@@ -73,19 +91,27 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "validate":
         project = api.validate(args.build_toml)
         kernels = ", ".join(f"{k.name} ({k.backend})" for k in project.kernels) or "none"
-        print(f"{args.build_toml}: valid; package {project.package_name}, "
-              f"backends {', '.join(project.backends)}, kernels: {kernels}")  # fmt: skip
+        print(
+            f"{args.build_toml}: valid; package {project.package_name}, "
+            f"backends {', '.join(project.backends)}, kernels: {kernels}"
+        )
     elif args.command == "generate-torch":
-        report = api.generate_torch(args.build_toml, args.target_dir, force=args.force,
-                                    backend=args.backend, ops_id=args.ops_id)  # fmt: skip
+        report = api.generate_torch(
+            args.build_toml,
+            args.target_dir,
+            force=args.force,
+            backend=args.backend,
+            ops_id=args.ops_id,
+        )
         for name in report.written:
             print(f"wrote {name}")
         for name in report.removed:
             print(f"removed {name} (no longer generated)")
         print(f"{len(report.written)} written, {len(report.unchanged)} unchanged")
     elif args.command == "clean":
-        clean_report = api.clean(args.build_toml, args.target_dir, dry_run=args.dry_run,
-                                 force=args.force)  # fmt: skip
+        clean_report = api.clean(
+            args.build_toml, args.target_dir, dry_run=args.dry_run, force=args.force
+        )
         verb = "would remove" if args.dry_run else "removed"
         for name in clean_report.removed:
             print(f"{verb} {name}")

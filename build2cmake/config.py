@@ -94,18 +94,25 @@ KERNEL_KEYS: dict[str, KeySpec] = {
 }
 TOP_LEVEL_KEYS = ("general", "torch", "kernel")
 
-_TYPE_NAMES = {"str": "a string", "bool": "true or false", "int": "an integer",
-               "str-list": "a list of strings", "table": "a table"}  # fmt: skip
+_TYPE_NAMES = {
+    "str": "a string",
+    "bool": "true or false",
+    "int": "an integer",
+    "str-list": "a list of strings",
+    "table": "a table",
+}
 
 
 def read_document(build_toml: Path) -> tomlkit.TOMLDocument:
-    """Parse build.toml with tomlkit, turning every read or syntax problem into a BuildConfigError."""
+    """Parse build.toml with tomlkit; every read or syntax problem becomes a BuildConfigError."""
     try:
         text = build_toml.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise BuildConfigError(build_toml, "", "file not found") from None
     except IsADirectoryError:
-        raise BuildConfigError(build_toml, "", "is a directory, expected a build.toml file") from None
+        raise BuildConfigError(
+            build_toml, "", "is a directory, expected a build.toml file"
+        ) from None
     except PermissionError:
         raise BuildConfigError(build_toml, "", "cannot be read (permission denied)") from None
     except UnicodeDecodeError as e:
@@ -145,14 +152,14 @@ class _Validator:
         self.check_keys(data, dict.fromkeys(TOP_LEVEL_KEYS, KeySpec("table")), "")
         general = data.get("general")
         if general is None:
-            raise self.error("[general]", "missing section; it needs at least name = \"...\"")
+            raise self.error("[general]", 'missing section; it needs at least name = "..."')
         general = self.table(general, "[general]")
         self.check_keys(general, GENERAL_KEYS, "[general]")
         name = self.name(general["name"])
-        universal = self.typed(general.get("universal", False), "bool", "[general].universal")
+        universal = self.boolean(general.get("universal", False), "[general].universal")
         version = general.get("version")
         if version is not None:
-            version = self.typed(version, "int", "[general].version")
+            version = self.integer(version, "[general].version")
             if version < 0:
                 raise self.error("[general].version", f"{version} is negative; use 0 or more")
         python_depends = self.python_depends(general.get("python-depends", []))
@@ -160,11 +167,12 @@ class _Validator:
         self.check_keys(hub, HUB_KEYS, "[general.hub]")
         repo_id = hub.get("repo-id")
         if repo_id is not None:
-            repo_id = self.typed(repo_id, "str", "[general.hub].repo-id")
+            repo_id = self.string(repo_id, "[general.hub].repo-id")
         cuda = self.table(general.get("cuda", {}), "[general.cuda]")
         self.check_keys(cuda, GENERAL_CUDA_KEYS, "[general.cuda]")
-        cuda_bounds = [self.version_string(cuda.get(k), f"[general.cuda].{k}")
-                       for k in ("minver", "maxver")]  # fmt: skip
+        cuda_bounds = [
+            self.version_string(cuda.get(k), f"[general.cuda].{k}") for k in ("minver", "maxver")
+        ]
 
         kernels_data = self.table(data.get("kernel", {}), "[kernel]")
         kernels = tuple(self.kernel(k, v) for k, v in kernels_data.items())
@@ -187,8 +195,10 @@ class _Validator:
                     "in [general] for a pure-Python kernel",
                 )
             if torch is None:
-                raise self.error("[torch]", "missing section; it needs src = [...] "
-                                 "listing the torch binding sources")  # fmt: skip
+                raise self.error(
+                    "[torch]",
+                    "missing section; it needs src = [...] listing the torch binding sources",
+                )
 
         backends_inferred = "backends" not in general
         if backends_inferred:
@@ -221,8 +231,10 @@ class _Validator:
         pyext = tuple(self.str_list(data.get("pyext", ["py", "pyi"]), "[torch].pyext"))
         for i, ext in enumerate(pyext):
             if not re.fullmatch(r"[A-Za-z0-9]+", ext):
-                raise self.error(f"[torch].pyext[{i}]",
-                                 f"{ext!r} is not a file extension (write 'py', not '.py')")  # fmt: skip
+                raise self.error(
+                    f"[torch].pyext[{i}]",
+                    f"{ext!r} is not a file extension (write 'py', not '.py')",
+                )
         return TorchExtension(
             sources=self.sources(data["src"], "[torch].src", "torch"),
             includes=self.includes(data.get("include", []), "[torch].include"),
@@ -234,11 +246,14 @@ class _Validator:
     def kernel(self, name: str, data: Any) -> Kernel:
         section = f"[kernel.{name}]"
         if not _KERNEL_NAME.match(name):
-            raise self.error(section, f"{name!r} is not a valid kernel name "
-                             "(letters, digits, '_' or '-', not starting with a digit)")  # fmt: skip
+            raise self.error(
+                section,
+                f"{name!r} is not a valid kernel name "
+                "(letters, digits, '_' or '-', not starting with a digit)",
+            )
         data = self.table(data, section)
         self.check_keys(data, KERNEL_KEYS, section)
-        backend = self.typed(data["backend"], "str", f"{section}.backend")
+        backend = self.string(data["backend"], f"{section}.backend")
         if backend not in KNOWN_BACKENDS:
             raise self.error(
                 f"{section}.backend",
@@ -262,8 +277,9 @@ class _Validator:
                 )
         rocm_archs = self.arch_list(data, section, "rocm-archs", rocm_arch_problem)
         if backend == "rocm" and not rocm_archs:
-            raise self.error(f"{section}.rocm-archs",
-                             "a rocm kernel needs rocm-archs, e.g. [\"gfx90a\", \"gfx942\"]")  # fmt: skip
+            raise self.error(
+                f"{section}.rocm-archs", 'a rocm kernel needs rocm-archs, e.g. ["gfx90a", "gfx942"]'
+            )
         return Kernel(
             name=name,
             backend=backend,
@@ -271,8 +287,9 @@ class _Validator:
             sources=self.sources(data["src"], f"{section}.src", backend),
             includes=self.includes(data.get("include", []), f"{section}.include"),
             rocm_archs=rocm_archs,
-            cuda_capabilities=self.arch_list(data, section, "cuda-capabilities",
-                                             cuda_capability_problem),  # fmt: skip
+            cuda_capabilities=self.arch_list(
+                data, section, "cuda-capabilities", cuda_capability_problem
+            ),
             cuda_flags=self.flags(data, section, "cuda-flags"),
             hip_flags=self.flags(data, section, "hip-flags"),
             cxx_flags=self.flags(data, section, "cxx-flags"),
@@ -282,7 +299,7 @@ class _Validator:
     # -- values -------------------------------------------------------------------------------
 
     def name(self, value: Any) -> str:
-        name = self.typed(value, "str", "[general].name")
+        name = self.string(value, "[general].name")
         package = name.replace("-", "_")
         if not (package.isascii() and package.isidentifier()) or package.startswith("_"):
             raise self.error(
@@ -295,8 +312,9 @@ class _Validator:
     def backends(self, value: Any) -> tuple[str, ...]:
         backends = self.str_list(value, "[general].backends")
         if not backends:
-            raise self.error("[general].backends",
-                             f"is empty; list one or more of {', '.join(KNOWN_BACKENDS)}")  # fmt: skip
+            raise self.error(
+                "[general].backends", f"is empty; list one or more of {', '.join(KNOWN_BACKENDS)}"
+            )
         for i, backend in enumerate(backends):
             if backend not in KNOWN_BACKENDS:
                 raise self.error(
@@ -312,14 +330,16 @@ class _Validator:
         depends = self.str_list(value, "[general].python-depends")
         for i, dep in enumerate(depends):
             if not _REQUIREMENT_NAME.match(dep):
-                raise self.error(f"[general].python-depends[{i}]",
-                                 f"{dep!r} is not a Python requirement (e.g. 'einops')")  # fmt: skip
+                raise self.error(
+                    f"[general].python-depends[{i}]",
+                    f"{dep!r} is not a Python requirement (e.g. 'einops')",
+                )
         return tuple(depends)
 
     def version_string(self, value: Any, key: str) -> str | None:
         if value is None:
             return None
-        version = self.typed(value, "str", key)
+        version = self.string(value, key)
         if not _TORCH_VERSION.match(version):
             raise self.error(key, f"{version!r} is not a version; write it like '2.7'")
         return version
@@ -340,9 +360,11 @@ class _Validator:
         flags = self.str_list(data.get(key, []), f"{section}.{key}")
         for i, flag in enumerate(flags):
             if not flag.strip() or "\n" in flag or ";" in flag:
-                raise self.error(f"{section}.{key}[{i}]",
-                                 f"{flag!r} is not a compiler flag (no empty flags, ';' "
-                                 "or newlines; give each flag its own string)")  # fmt: skip
+                raise self.error(
+                    f"{section}.{key}[{i}]",
+                    f"{flag!r} is not a compiler flag (no empty flags, ';' "
+                    "or newlines; give each flag its own string)",
+                )
         return tuple(flags)
 
     def sources(self, value: Any, key: str, backend: str) -> tuple[PurePosixPath, ...]:
@@ -367,38 +389,49 @@ class _Validator:
 
     def includes(self, value: Any, key: str) -> tuple[PurePosixPath, ...]:
         entries = self.str_list(value, key)
-        return tuple(self.project_path(e, f"{key}[{i}]", want_dir=True)
-                     for i, e in enumerate(entries))  # fmt: skip
+        return tuple(
+            self.project_path(e, f"{key}[{i}]", want_dir=True) for i, e in enumerate(entries)
+        )
 
     def project_path(self, entry: str, key: str, *, want_dir: bool) -> PurePosixPath:
         """A path from build.toml: relative, inside the project (symlinks too), and existing."""
         if not entry:
             raise self.error(key, "is an empty path")
         if _UNSAFE_PATH_CHARS.search(entry):
-            raise self.error(key, f"{entry!r} contains a character a build path cannot have "
-                             "(';', '\"', '$', '\\', tab or newline)")  # fmt: skip
+            raise self.error(
+                key,
+                f"{entry!r} contains a character a build path cannot have "
+                "(';', '\"', '$', '\\', tab or newline)",
+            )
         if entry.startswith("/") or re.match(r"^[A-Za-z]:", entry):
-            raise self.error(key, f"{entry!r} is absolute; paths are relative to the folder "
-                             "holding build.toml")  # fmt: skip
+            raise self.error(
+                key, f"{entry!r} is absolute; paths are relative to the folder holding build.toml"
+            )
         normalized = PurePosixPath(os.path.normpath(entry))
         if normalized.parts[:1] == ("..",):
             raise self.error(key, f"{entry!r} points outside the project folder")
         on_disk = self.project_dir / normalized
         real = Path(os.path.realpath(on_disk))
         if not real.is_relative_to(self.real_project_dir):
-            raise self.error(key, f"{entry!r} is a symlink that points outside the project "
-                             f"folder (to {real})")  # fmt: skip
+            raise self.error(
+                key, f"{entry!r} is a symlink that points outside the project folder (to {real})"
+            )
         kind = "directory" if want_dir else "file"
         if not on_disk.exists():
-            raise self.error(key, f"{entry!r} does not exist (expected a {kind} relative to "
-                             "the folder holding build.toml)")  # fmt: skip
+            raise self.error(
+                key,
+                f"{entry!r} does not exist (expected a {kind} relative to "
+                "the folder holding build.toml)",
+            )
         if want_dir != on_disk.is_dir():
             raise self.error(key, f"{entry!r} is not a {kind}")
         return normalized
 
     # -- types --------------------------------------------------------------------------------
 
-    def check_keys(self, data: Mapping[str, Any], specs: Mapping[str, KeySpec], section: str) -> None:
+    def check_keys(
+        self, data: Mapping[str, Any], specs: Mapping[str, KeySpec], section: str
+    ) -> None:
         for key in data:
             if key not in specs:
                 where = f"{section}.{key}" if section else f"[{key}]"
@@ -409,22 +442,29 @@ class _Validator:
                 )
         for key, spec in specs.items():
             if spec.required and key not in data:
-                raise self.error(f"{section}.{key}" if section else f"[{key}]",
-                                 f"missing; expected {_TYPE_NAMES[spec.kind]}")  # fmt: skip
+                raise self.error(
+                    f"{section}.{key}" if section else f"[{key}]",
+                    f"missing; expected {_TYPE_NAMES[spec.kind]}",
+                )
 
     def table(self, value: Any, key: str) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
             raise self.error(key, f"expected a table, got {_describe(value)}")
         return value
 
-    def typed(self, value: Any, kind: str, key: str) -> Any:
-        ok = {
-            "str": lambda v: isinstance(v, str),
-            "bool": lambda v: isinstance(v, bool),
-            "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-        }[kind](value)
-        if not ok:
-            raise self.error(key, f"expected {_TYPE_NAMES[kind]}, got {_describe(value)}")
+    def string(self, value: Any, key: str) -> str:
+        if not isinstance(value, str):
+            raise self.error(key, f"expected a string, got {_describe(value)}")
+        return value
+
+    def boolean(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.error(key, f"expected true or false, got {_describe(value)}")
+        return value
+
+    def integer(self, value: Any, key: str) -> int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.error(key, f"expected an integer, got {_describe(value)}")
         return value
 
     def str_list(self, value: Any, key: str) -> list[str]:
@@ -438,8 +478,14 @@ class _Validator:
 
 def _describe(value: Any) -> str:
     """A short description of a wrongly-typed value for error messages."""
-    kinds = [(bool, "boolean"), (int, "integer"), (float, "float"), (str, "string"),
-             (list, "list"), (Mapping, "table")]  # fmt: skip
+    kinds = [
+        (bool, "boolean"),
+        (int, "integer"),
+        (float, "float"),
+        (str, "string"),
+        (list, "list"),
+        (Mapping, "table"),
+    ]
     for kind, word in kinds:
         if isinstance(value, kind):
             text = repr(value)

@@ -76,8 +76,9 @@ def hip_bundles(path: Path) -> list[OffloadBundle]:
     if section is None:
         return []
     if _COMPRESSED_MAGIC in section and _MAGIC not in section:
-        raise OffloadReadError(f"{path}: compressed offload bundles (--offload-compress) "
-                               "are not read by build2cmake")  # fmt: skip
+        raise OffloadReadError(
+            f"{path}: compressed offload bundles (--offload-compress) are not read by build2cmake"
+        )
     bundles = []
     start = section.find(_MAGIC)
     while start != -1:

@@ -26,12 +26,17 @@ def project(tmp_path: Path) -> Callable[[str], Path]:
     return copy
 
 
-def run_cli(*args: str | os.PathLike[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str | os.PathLike[str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the real `build2cmake` command line in a fresh interpreter."""
     return subprocess.run(
         [sys.executable, "-m", "build2cmake", *map(str, args)],
-        capture_output=True, text=True, cwd=cwd, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
+    )
 
 
 class BuildEnv:
@@ -43,8 +48,17 @@ class BuildEnv:
         self.python = root / "bin" / "python"
 
     def pip_install(self, project: Path, *config: str, editable: bool = True) -> None:
-        args = [str(sys.executable), "-m", "pip", "--python", str(self.python), "install",
-                "--no-build-isolation", "--no-deps", "-q"]  # fmt: skip
+        args = [
+            str(sys.executable),
+            "-m",
+            "pip",
+            "--python",
+            str(self.python),
+            "install",
+            "--no-build-isolation",
+            "--no-deps",
+            "-q",
+        ]
         for setting in config:
             args += ["-C", setting]
         args += ["-e", str(project)] if editable else [str(project)]
@@ -53,8 +67,9 @@ class BuildEnv:
 
     def run(self, code: str) -> subprocess.CompletedProcess[str]:
         """Run Python code in the environment (from a neutral folder, so imports are real)."""
-        return subprocess.run([str(self.python), "-c", code], capture_output=True, text=True,
-                              cwd="/", check=False)  # fmt: skip
+        return subprocess.run(
+            [str(self.python), "-c", code], capture_output=True, text=True, cwd="/", check=False
+        )
 
 
 @pytest.fixture

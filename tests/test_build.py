@@ -120,10 +120,21 @@ def test_configure_stops_on_an_arch_the_hip_compiler_cannot_build(
     (root / "build.toml").write_text(text)
     generate_torch(root / "build.toml")
     result = subprocess.run(
-        ["cmake", "-S", str(root), "-B", str(tmp_path / "b"), "-G", "Ninja",
-         "-DBUILD2CMAKE_BACKEND=rocm"],
-        capture_output=True, text=True, check=False, env={**os.environ, "CMAKE_PREFIX_PATH": ""},
-    )  # fmt: skip
+        [
+            "cmake",
+            "-S",
+            str(root),
+            "-B",
+            str(tmp_path / "b"),
+            "-G",
+            "Ninja",
+            "-DBUILD2CMAKE_BACKEND=rocm",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "CMAKE_PREFIX_PATH": ""},
+    )
     assert result.returncode != 0
     message = " ".join(result.stderr.split())
     assert "rocm-archs of kernel_scale_add_rocm lists 'gfx950'" in message

@@ -20,18 +20,37 @@ GEMM = REPO / "kernels" / "gemm"
 
 def copy_gemm(tmp_path: Path) -> Path:
     root = tmp_path / "gemm"
-    ignore = shutil.ignore_patterns("build", "CMakeLists.txt", "cmake", "pyproject.toml",
-                                    "_ops.py", "registration.h", ".build2cmake-manifest.json",
-                                    "__pycache__")  # fmt: skip
+    ignore = shutil.ignore_patterns(
+        "build",
+        "CMakeLists.txt",
+        "cmake",
+        "pyproject.toml",
+        "_ops.py",
+        "registration.h",
+        ".build2cmake-manifest.json",
+        "__pycache__",
+    )
     shutil.copytree(GEMM, root, ignore=ignore)
     return root
 
 
 def run_kernel_tests(env: BuildEnv, root: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(env.python), "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(root / "tests")],
-        capture_output=True, text=True, cwd=root, check=False,
-    )  # fmt: skip
+        [
+            str(env.python),
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            str(root / "tests"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        check=False,
+    )
 
 
 def summary(output: str) -> dict[str, int]:
@@ -56,8 +75,11 @@ def test_gemm_rocm_build_carries_matrix_core_code_for_gfx940_and_imports(
     root = copy_gemm(tmp_path)
     generate_torch(root / "build.toml")
     # The Debian ROCm 5.2 compiler cannot target gfx942; build the archs it can.
-    build_env.pip_install(root, "cmake.define.BUILD2CMAKE_BACKEND=rocm",
-                          "cmake.define.BUILD2CMAKE_ROCM_ARCHS=gfx90a;gfx940")  # fmt: skip
+    build_env.pip_install(
+        root,
+        "cmake.define.BUILD2CMAKE_BACKEND=rocm",
+        "cmake.define.BUILD2CMAKE_ROCM_ARCHS=gfx90a;gfx940",
+    )
     (so,) = [p for p in (root / "build" / "cmake").rglob("_gemm_rocm_*.so") if "install" in p.parts]
     (bundle,) = hip_bundles(so)
     objects = {c.target: set(c.kernels) for c in bundle.code_objects}

@@ -32,9 +32,7 @@ GENERATED = [
 
 def tree(root: Path) -> dict[str, bytes]:
     return {
-        str(p.relative_to(root)): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
     }
 
 
@@ -158,7 +156,7 @@ def test_bad_ops_id_and_undeclared_backend_are_user_errors(
     root = project("scale_add")
     with pytest.raises(Build2CMakeError, match="--ops-id 'a-b'"):
         generate_torch(root / "build.toml", ops_id="a-b")
-    with pytest.raises(Build2CMakeError, match="--backend cuda: build.toml declares only cpu"):
+    with pytest.raises(Build2CMakeError, match=r"--backend cuda: build\.toml declares only cpu"):
         generate_torch(root / "build.toml", backend="cuda")
     assert not (root / "CMakeLists.txt").exists()
 
@@ -181,9 +179,10 @@ def test_generate_into_another_folder_points_back_at_the_sources(
     generate_torch(root / "build.toml", out)
     cmake = (out / "CMakeLists.txt").read_text()
     assert '"../scale_add/hip/scale_add.hip"' in cmake
-    assert 'wheel.packages = ["../scale_add/torch-ext/scale_add"]' in (
-        out / "pyproject.toml"
-    ).read_text()
+    assert (
+        'wheel.packages = ["../scale_add/torch-ext/scale_add"]'
+        in (out / "pyproject.toml").read_text()
+    )
     assert not (root / "CMakeLists.txt").exists()
 
 
@@ -220,12 +219,13 @@ def test_clean_removes_exactly_what_generate_wrote(project: Callable[[str], Path
     root = project("scale_add")
     before = tree(root)
     generate_torch(root / "build.toml")
-    (root / "build" / "cmake").mkdir(parents=True)
-    (root / "build" / "cmake" / "CMakeCache.txt").write_text("")
+    for build_dir in ("cmake", "cmake-rocm"):
+        (root / "build" / build_dir).mkdir(parents=True)
+        (root / "build" / build_dir / "CMakeCache.txt").write_text("")
     (root / "notes.txt").write_text("mine")
 
     dry = clean(root / "build.toml", dry_run=True)
-    assert sorted(dry.removed) == sorted([*GENERATED, "build/cmake/"])
+    assert sorted(dry.removed) == sorted([*GENERATED, "build/cmake/", "build/cmake-rocm/"])
     assert (root / "CMakeLists.txt").exists()
 
     clean(root / "build.toml")

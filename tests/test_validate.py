@@ -27,8 +27,12 @@ def base() -> dict[str, Any]:
         "torch": {"src": ["torch-ext/torch_binding.cpp"]},
         "kernel": {
             "k_cpu": {"backend": "cpu", "depends": ["torch"], "src": ["cpu/ops_cpu.cpp"]},
-            "k_rocm": {"backend": "rocm", "depends": [], "rocm-archs": ["gfx90a"],
-                       "src": ["hip/scale_add.hip"]},  # fmt: skip
+            "k_rocm": {
+                "backend": "rocm",
+                "depends": [],
+                "rocm-archs": ["gfx90a"],
+                "src": ["hip/scale_add.hip"],
+            },
         },
     }
 
@@ -58,10 +62,12 @@ def test_seed_format_from_the_rocm_guide_is_accepted(project: Callable[[str], Pa
 def test_current_upstream_format_is_accepted(project: Callable[[str], Path]) -> None:
     root = project("scale_add")
     data = base()
-    data["general"].update({"version": 2, "python-depends": ["einops"],
-                            "hub": {"repo-id": "me/scale-add"}})  # fmt: skip
-    data["torch"].update({"include": ["hip"], "pyext": ["py", "json"], "minver": "2.7",
-                          "maxver": "2.13"})  # fmt: skip
+    data["general"].update(
+        {"version": 2, "python-depends": ["einops"], "hub": {"repo-id": "me/scale-add"}}
+    )
+    data["torch"].update(
+        {"include": ["hip"], "pyext": ["py", "json"], "minver": "2.7", "maxver": "2.13"}
+    )
     data["kernel"]["k_rocm"].update({"hip-flags": ["-O3"], "cxx-flags": ["-Wall"]})
     result = validate(write(root, data))
     assert result.package_name == "scale_add"
@@ -74,67 +80,153 @@ def test_current_upstream_format_is_accepted(project: Callable[[str], Path]) -> 
 @pytest.mark.parametrize(
     ("mutate", "key", "fragment"),
     [
-        (lambda d: d["general"].update(name="my kernel"), "[general].name",
-         "'my kernel' does not make a Python package name"),
+        (
+            lambda d: d["general"].update(name="my kernel"),
+            "[general].name",
+            "'my kernel' does not make a Python package name",
+        ),
         (lambda d: d["general"].update(name="9lives"), "[general].name", "starting with a letter"),
-        (lambda d: d["general"].update(name=3), "[general].name",
-         "expected a string, got integer 3"),
-        (lambda d: d["general"].update(backends=["rocm", "cdua"]), "[general].backends[1]",
-         "'cdua' is not a backend (did you mean 'cuda'?)"),
+        (
+            lambda d: d["general"].update(name=3),
+            "[general].name",
+            "expected a string, got integer 3",
+        ),
+        (
+            lambda d: d["general"].update(backends=["rocm", "cdua"]),
+            "[general].backends[1]",
+            "'cdua' is not a backend (did you mean 'cuda'?)",
+        ),
         (lambda d: d["general"].update(backends=[]), "[general].backends", "is empty"),
-        (lambda d: d["general"].update(backend=["cpu"]), "[general].backend",
-         "unknown key (did you mean 'backends'?)"),
-        (lambda d: d["kernel"]["k_rocm"].update(backend="hip"), "[kernel.k_rocm].backend",
-         "'hip' is not a backend"),
-        (lambda d: d["kernel"]["k_rocm"].update({"rocm-archs": ["sm_90"]}),
-         "[kernel.k_rocm].rocm-archs[0]", "'sm_90' is not a ROCm architecture"),
-        (lambda d: d["kernel"]["k_rocm"].update({"rocm-archs": ["gfx90a", "gfx9999"]}),
-         "[kernel.k_rocm].rocm-archs[1]", "'gfx9999' is not a ROCm architecture (did you mean"),
-        (lambda d: d["kernel"]["k_rocm"].update({"rocm-archs": ["gfx90a:xnak-"]}),
-         "[kernel.k_rocm].rocm-archs[0]", "unknown target feature 'xnak-'"),
-        (lambda d: d["kernel"]["k_rocm"].update({"rocm-archs": ["gfx90a", "gfx90a"]}),
-         "[kernel.k_rocm].rocm-archs[1]", "listed twice"),
-        (lambda d: d["kernel"]["k_rocm"].pop("rocm-archs"), "[kernel.k_rocm].rocm-archs",
-         "a rocm kernel needs rocm-archs"),
-        (lambda d: d["kernel"]["k_rocm"].update({"rocm-arch": ["gfx90a"]}),
-         "[kernel.k_rocm].rocm-arch", "unknown key (did you mean 'rocm-archs'?)"),
-        (lambda d: d["kernel"]["k_rocm"].update({"cuda-capabilities": ["9.0"]}),
-         "[kernel.k_rocm].cuda-capabilities", "only applies to cuda kernels"),
-        (lambda d: d["kernel"].update(k_cuda={"backend": "cuda", "depends": [],
-                                              "src": ["hip/launchers.h"],
-                                              "cuda-capabilities": ["9"]}),
-         "[kernel.k_cuda].cuda-capabilities[0]", "'9' is not a CUDA compute capability"),
-        (lambda d: d["kernel"]["k_rocm"].update(depends=["torhc"]), "[kernel.k_rocm].depends[0]",
-         "'torhc' is not a dependency this build2cmake provides (did you mean 'torch'?)"),
-        (lambda d: d["kernel"]["k_rocm"].pop("depends"), "[kernel.k_rocm].depends",
-         "missing; expected a list of strings"),
-        (lambda d: d["kernel"]["k_rocm"].update(src="hip/scale_add.hip"), "[kernel.k_rocm].src",
-         "expected a list of strings, got string"),
-        (lambda d: d["kernel"]["k_rocm"].update(src=["hip/missing.hip"]),
-         "[kernel.k_rocm].src[0]", "'hip/missing.hip' does not exist"),
-        (lambda d: d["kernel"]["k_rocm"].update(src=["/etc/passwd"]), "[kernel.k_rocm].src[0]",
-         "is absolute"),
-        (lambda d: d["kernel"]["k_rocm"].update(src=["../outside.hip"]),
-         "[kernel.k_rocm].src[0]", "points outside the project folder"),
-        (lambda d: d["kernel"]["k_rocm"].update(src=["cpu/ops_cpu.cpp", "hip/scale_add.cu"]),
-         "[kernel.k_rocm].src[1]", None),
-        (lambda d: d["kernel"]["k_cpu"].update(src=["hip/scale_add.hip"]),
-         "[kernel.k_cpu].src[0]", "has a suffix a cpu source cannot have"),
-        (lambda d: d["kernel"]["k_cpu"].update(include=["cpu/ops_cpu.cpp"]),
-         "[kernel.k_cpu].include[0]", "is not a directory"),
-        (lambda d: d["kernel"]["k_cpu"].update(src=["cpu/a;b.cpp"]), "[kernel.k_cpu].src[0]",
-         "contains a character a build path cannot have"),
-        (lambda d: d["kernel"]["k_cpu"].update(backend="cuda"), "[kernel.k_cpu].backend",
-         "'cuda' is not in [general].backends"),
+        (
+            lambda d: d["general"].update(backend=["cpu"]),
+            "[general].backend",
+            "unknown key (did you mean 'backends'?)",
+        ),
+        (
+            lambda d: d["kernel"]["k_rocm"].update(backend="hip"),
+            "[kernel.k_rocm].backend",
+            "'hip' is not a backend",
+        ),
+        (
+            lambda d: d["kernel"]["k_rocm"].update({"rocm-archs": ["sm_90"]}),
+            "[kernel.k_rocm].rocm-archs[0]",
+            "'sm_90' is not a ROCm architecture",
+        ),
+        (
+            lambda d: d["kernel"]["k_rocm"].update({"rocm-archs": ["gfx90a", "gfx9999"]}),
+            "[kernel.k_rocm].rocm-archs[1]",
+            "'gfx9999' is not a ROCm architecture (did you mean",
+        ),
+        (
+            lambda d: d["kernel"]["k_rocm"].update({"rocm-archs": ["gfx90a:xnak-"]}),
+            "[kernel.k_rocm].rocm-archs[0]",
+            "unknown target feature 'xnak-'",
+        ),
+        (
+            lambda d: d["kernel"]["k_rocm"].update({"rocm-archs": ["gfx90a", "gfx90a"]}),
+            "[kernel.k_rocm].rocm-archs[1]",
+            "listed twice",
+        ),
+        (
+            lambda d: d["kernel"]["k_rocm"].pop("rocm-archs"),
+            "[kernel.k_rocm].rocm-archs",
+            "a rocm kernel needs rocm-archs",
+        ),
+        (
+            lambda d: d["kernel"]["k_rocm"].update({"rocm-arch": ["gfx90a"]}),
+            "[kernel.k_rocm].rocm-arch",
+            "unknown key (did you mean 'rocm-archs'?)",
+        ),
+        (
+            lambda d: d["kernel"]["k_rocm"].update({"cuda-capabilities": ["9.0"]}),
+            "[kernel.k_rocm].cuda-capabilities",
+            "only applies to cuda kernels",
+        ),
+        (
+            lambda d: d["kernel"].update(
+                k_cuda={
+                    "backend": "cuda",
+                    "depends": [],
+                    "src": ["hip/launchers.h"],
+                    "cuda-capabilities": ["9"],
+                }
+            ),
+            "[kernel.k_cuda].cuda-capabilities[0]",
+            "'9' is not a CUDA compute capability",
+        ),
+        (
+            lambda d: d["kernel"]["k_rocm"].update(depends=["torhc"]),
+            "[kernel.k_rocm].depends[0]",
+            "'torhc' is not a dependency this build2cmake provides (did you mean 'torch'?)",
+        ),
+        (
+            lambda d: d["kernel"]["k_rocm"].pop("depends"),
+            "[kernel.k_rocm].depends",
+            "missing; expected a list of strings",
+        ),
+        (
+            lambda d: d["kernel"]["k_rocm"].update(src="hip/scale_add.hip"),
+            "[kernel.k_rocm].src",
+            "expected a list of strings, got string",
+        ),
+        (
+            lambda d: d["kernel"]["k_rocm"].update(src=["hip/missing.hip"]),
+            "[kernel.k_rocm].src[0]",
+            "'hip/missing.hip' does not exist",
+        ),
+        (
+            lambda d: d["kernel"]["k_rocm"].update(src=["/etc/passwd"]),
+            "[kernel.k_rocm].src[0]",
+            "is absolute",
+        ),
+        (
+            lambda d: d["kernel"]["k_rocm"].update(src=["../outside.hip"]),
+            "[kernel.k_rocm].src[0]",
+            "points outside the project folder",
+        ),
+        (
+            lambda d: d["kernel"]["k_rocm"].update(src=["cpu/ops_cpu.cpp", "hip/scale_add.cu"]),
+            "[kernel.k_rocm].src[1]",
+            None,
+        ),
+        (
+            lambda d: d["kernel"]["k_cpu"].update(src=["hip/scale_add.hip"]),
+            "[kernel.k_cpu].src[0]",
+            "has a suffix a cpu source cannot have",
+        ),
+        (
+            lambda d: d["kernel"]["k_cpu"].update(include=["cpu/ops_cpu.cpp"]),
+            "[kernel.k_cpu].include[0]",
+            "is not a directory",
+        ),
+        (
+            lambda d: d["kernel"]["k_cpu"].update(src=["cpu/a;b.cpp"]),
+            "[kernel.k_cpu].src[0]",
+            "contains a character a build path cannot have",
+        ),
+        (
+            lambda d: d["kernel"]["k_cpu"].update(backend="cuda"),
+            "[kernel.k_cpu].backend",
+            "'cuda' is not in [general].backends",
+        ),
         (lambda d: d.pop("torch"), "[torch]", "missing section"),
         (lambda d: d.pop("kernel"), "[kernel]", "no [kernel.<name>] section"),
         (lambda d: d.update(extra={}), "[extra]", "unknown key"),
-        (lambda d: d["general"].update(universal=True), "[kernel.k_cpu]",
-         "a universal kernel (universal = true) has no compiled kernels"),
-        (lambda d: d["torch"].update(minver="latest"), "[torch].minver",
-         "'latest' is not a version"),
-        (lambda d: d["kernel"]["k_cpu"].update({"cxx-flags": ["-O2;-g"]}),
-         "[kernel.k_cpu].cxx-flags[0]", "is not a compiler flag"),
+        (
+            lambda d: d["general"].update(universal=True),
+            "[kernel.k_cpu]",
+            "a universal kernel (universal = true) has no compiled kernels",
+        ),
+        (
+            lambda d: d["torch"].update(minver="latest"),
+            "[torch].minver",
+            "'latest' is not a version",
+        ),
+        (
+            lambda d: d["kernel"]["k_cpu"].update({"cxx-flags": ["-O2;-g"]}),
+            "[kernel.k_cpu].cxx-flags[0]",
+            "is not a compiler flag",
+        ),
     ],
 )
 def test_invalid_build_toml_names_key_and_fix(

@@ -5,10 +5,9 @@ Run after building: pip install --no-build-isolation -e kernels/gemm && pytest k
 
 from __future__ import annotations
 
+import gemm
 import pytest
 import torch
-
-import gemm
 
 FP8_FORMATS = [torch.float8_e4m3fnuz, torch.float8_e4m3fn]
 
@@ -117,11 +116,16 @@ def test_bad_arguments_raise_before_running(device: str):
     a, b, sa, sb = make_inputs(4, 256, 256, fp8, device, seed=1)
     out = torch.full((4, 256), 7.0, dtype=torch.bfloat16, device=device)
     cases = [
-        ((out, a.float(), b, sa, sb), "gemm: a must be float8_e4m3fnuz or float8_e4m3fn, got Float"),
+        (
+            (out, a.float(), b, sa, sb),
+            "gemm: a must be float8_e4m3fnuz or float8_e4m3fn, got Float",
+        ),
         ((out, a, b.view(torch.float8_e5m2), sa, sb), "gemm: b must have a's dtype"),
         ((out, a[:, :200], b, sa, sb), "gemm: K = a.size(1) must be a positive multiple of 128"),
-        ((out[:, :200], a, b[:, :200], sa, sb[:, :1]),
-         "gemm: N = b.size(1) must be a positive multiple of 128"),
+        (
+            (out[:, :200], a, b[:, :200], sa, sb[:, :1]),
+            "gemm: N = b.size(1) must be a positive multiple of 128",
+        ),
         ((out, a, b[:128], sa, sb), "gemm: b must have shape (K, N)"),
         ((out, a, b, sa.t(), sb), "gemm: a_scale must have shape (K/128, M)"),
         ((out, a, b, sa, sb.double()), "gemm: b_scale must be float32"),

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The main job: set up, generate kernels/gemm's build with build2cmake, compile its ROCm backend
+# (when a ROCm toolchain is installed: code objects per arch, no GPU needed) and its CPU backend,
+# then run the op at a seed shape and report backend, archs, error and time per call.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+export PIP_ROOT_USER_ACTION=ignore
+bash scripts/setup.sh
+
+echo "== build2cmake generate-torch kernels/gemm/build.toml"
+"$PYTHON" -m build2cmake generate-torch kernels/gemm/build.toml
+
+if command -v hipconfig >/dev/null || [ -x /opt/rocm/bin/hipconfig ]; then
+  hipconfig=$(command -v hipconfig || echo /opt/rocm/bin/hipconfig)
+  rocm_version=$("$hipconfig" --version 2>/dev/null | cut -d- -f1)
+  archs=()
+  # gfx942 needs ROCm >= 5.7; an older ROCm builds the other archs of build.toml.
+  if [ "$(printf '%s\n5.7\n' "$rocm_version" | sort -V | head -1)" != "5.7" ]; then
+    echo "== ROCm $rocm_version cannot compile gfx942 (needs >= 5.7): building gfx90a and gfx940"
+    archs=(-C "cmake.define.BUILD2CMAKE_ROCM_ARCHS=gfx90a;gfx940")
+  fi
+  echo "== compiling the rocm backend (ROCm $rocm_version): pip wheel --no-build-isolation"
+  start=$SECONDS
+  "$PYTHON" -m pip wheel -q --no-build-isolation --no-deps kernels/gemm -w kernels/gemm/build/wheels \
+    -C cmake.define.BUILD2CMAKE_BACKEND=rocm -C build-dir=build/cmake-rocm "${archs[@]}"
+  echo "   built in $((SECONDS - start)) s"
+  "$PYTHON" - <<'PY'
+import pathlib, tempfile, zipfile
+from build2cmake.offload import rocm_targets
+wheel = max(pathlib.Path("kernels/gemm/build/wheels").glob("gemm-*.whl"), key=lambda p: p.stat().st_mtime)
+with zipfile.ZipFile(wheel) as z, tempfile.TemporaryDirectory() as tmp:
+    (name,) = [n for n in z.namelist() if n.endswith(".so")]
+    so = pathlib.Path(z.extract(name, tmp))
+    print(f"   {wheel.name}: {name} carries code objects for {', '.join(rocm_targets(so))}")
+PY
+  echo "   (no ROCm GPU here to run it; the CPU backend runs below)"
+else
+  echo "== no ROCm toolchain found (hipconfig): skipping the rocm backend, building the CPU path"
+fi
+
+echo "== compiling the cpu backend: pip install --no-build-isolation -e kernels/gemm"
+start=$SECONDS
+"$PYTHON" -m pip install -q --no-build-isolation --no-deps -e kernels/gemm
+echo "   built in $((SECONDS - start)) s"
+echo "== running gemm"
+"$PYTHON" kernels/gemm/example.py

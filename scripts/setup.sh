@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what build2cmake, its tests and the example kernel need on a fresh Debian/Ubuntu
+# machine: the distribution's ROCm packages (to compile HIP; no GPU needed) and the Python
+# packages (build2cmake with its test tools, and the CPU build of torch 2.13.0).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+export PIP_ROOT_USER_ACTION=ignore
+
+rocm_packages=(hipcc libamdhip64-dev rocm-device-libs libamd-comgr-dev libhsa-runtime-dev)
+if command -v apt-get >/dev/null; then
+  missing=()
+  for package in "${rocm_packages[@]}"; do
+    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+  done
+  if ((${#missing[@]})); then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    echo "setup: installing ${missing[*]} (apt)"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+else
+  echo "setup: no apt-get here; install ROCm yourself to build the rocm backend" >&2
+fi
+
+echo "setup: installing build2cmake[test] and torch==2.13.0 (pip)"
+"$PYTHON" -m pip install -q --disable-pip-version-check "torch==2.13.0" -e ".[test]"
