@@ -86,3 +86,25 @@ requires_rocm_toolchain = pytest.mark.skipif(
     reason="no ROCm toolchain (apt-get install hipcc libamdhip64-dev rocm-device-libs "
     "libamd-comgr-dev libhsa-runtime-dev)",
 )
+
+
+def cuobjdump() -> str | None:
+    """cuobjdump from the CUDA toolkit or the nvidia-cuda-cuobjdump package, if installed."""
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    try:
+        import nvidia
+
+        for root in nvidia.__path__:
+            for candidate in Path(root).glob("cu*/bin/cuobjdump"):
+                return str(candidate)
+    except ImportError:
+        pass
+    return None
+
+
+requires_nvcc = pytest.mark.skipif(
+    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
+    reason="no nvcc (install the CUDA toolkit)",
+)

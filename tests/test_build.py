@@ -13,7 +13,7 @@ import pytest
 
 from build2cmake.api import clean, generate_torch
 from build2cmake.offload import hip_bundles
-from tests.conftest import BuildEnv, requires_rocm_toolchain
+from tests.conftest import BuildEnv, cuobjdump, requires_nvcc, requires_rocm_toolchain
 
 pytestmark = pytest.mark.compile
 
@@ -140,3 +140,68 @@ def test_configure_stops_on_an_arch_the_hip_compiler_cannot_build(
     assert "rocm-archs of kernel_scale_add_rocm lists 'gfx950'" in message
     assert "clang++-15 (Clang 15.0.6)" in message
     assert "BUILD2CMAKE_ROCM_ARCHS" in message
+
+
+@requires_nvcc
+def test_cuda_build_has_sass_for_exactly_the_kernels_capabilities(
+    project: Callable[[str], Path], build_env: BuildEnv
+) -> None:
+    tool = cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump (pip install nvidia-cuda-cuobjdump)")
+    root = project("scale_add")
+    generate_torch(root / "build.toml", ops_id="t3")
+    build_env.pip_install(root, "cmake.define.BUILD2CMAKE_BACKEND=cuda")
+    so = extension(root, "cuda")
+    listing = subprocess.run(
+        [tool, "--list-elf", "--list-ptx", str(so)], capture_output=True, text=True, check=True
+    ).stdout
+    elves = sorted(line.rsplit(".", 2)[-2] for line in listing.splitlines() if "ELF file" in line)
+    ptx = sorted(line.rsplit(".", 2)[-2] for line in listing.splitlines() if "PTX file" in line)
+    assert elves == ["sm_80", "sm_90a"]
+    assert ptx == ["sm_80"]
+
+    result = build_env.run(
+        """
+import torch, scale_add
+name = scale_add.add_op_namespace_prefix("relu")
+print("namespace", scale_add.ops.__name__, scale_add.backend)
+print("cuda key", torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA"))
+if not torch.cuda.is_available():
+    x = torch.randn(8)
+    try:
+        scale_add.ops.relu.default.redispatch(
+            torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA), torch.empty(8), x)
+    except RuntimeError as e:
+        print("call:", str(e).splitlines()[0])
+else:
+    x = torch.randn(1000, device="cuda")
+    assert torch.equal(scale_add.relu(x), torch.relu(x))
+    print("call: ran on", torch.cuda.get_device_name())
+"""
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "namespace torch.ops._scale_add_cuda_t3 cuda" in lines
+    assert "cuda key True" in lines
+    call = next(line for line in lines if line.startswith("call:"))
+    assert call.startswith(("call: relu: no CUDA device is present", "call: ran on"))
+
+
+@requires_nvcc
+def test_configure_stops_on_a_capability_nvcc_cannot_build(
+    project: Callable[[str], Path], tmp_path: Path
+) -> None:
+    root = project("scale_add")
+    text = (root / "build.toml").read_text().replace('["8.0+PTX", "9.0a"]', '["3.5", "9.0a"]')
+    (root / "build.toml").write_text(text)
+    generate_torch(root / "build.toml")
+    result = subprocess.run(
+        ["cmake", "-S", str(root), "-B", str(tmp_path / "b"), "-G", "Ninja",
+         "-DBUILD2CMAKE_BACKEND=cuda"],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode != 0
+    message = " ".join(result.stderr.split())
+    assert "cuda-capabilities of kernel_ops_cuda lists '3.5'" in message
+    assert "cannot compile for" in message

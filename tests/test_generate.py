@@ -22,6 +22,7 @@ UPDATE_GOLDEN = os.environ.get("BUILD2CMAKE_UPDATE_GOLDEN") == "1"
 GENERATED = [
     "CMakeLists.txt",
     "cmake/build2cmake_cpu.cmake",
+    "cmake/build2cmake_cuda.cmake",
     "cmake/build2cmake_rocm.cmake",
     "cmake/build2cmake_torch.cmake",
     "pyproject.toml",
@@ -148,6 +149,7 @@ def test_ops_id_and_backend_options(project: Callable[[str], Path]) -> None:
     assert 'build2cmake_select_backend(DEFAULT "rocm")' in cmake
     ops = (root / "torch-ext/scale_add/_ops.py").read_text()
     assert '"_scale_add_cpu_v2_dev": "cpu",' in ops and '"_scale_add_rocm_v2_dev": "rocm",' in ops
+    assert '"_scale_add_cuda_v2_dev": "cuda",' in ops
 
 
 def test_bad_ops_id_and_undeclared_backend_are_user_errors(
@@ -156,6 +158,8 @@ def test_bad_ops_id_and_undeclared_backend_are_user_errors(
     root = project("scale_add")
     with pytest.raises(Build2CMakeError, match="--ops-id 'a-b'"):
         generate_torch(root / "build.toml", ops_id="a-b")
+    text = (root / "build.toml").read_text().replace('["cpu", "cuda", "rocm"]', '["cpu", "rocm"]')
+    (root / "build.toml").write_text(text.split("# SASS for 8.0")[0])
     with pytest.raises(Build2CMakeError, match=r"--backend cuda: build\.toml declares only cpu"):
         generate_torch(root / "build.toml", backend="cuda")
     assert not (root / "CMakeLists.txt").exists()
@@ -163,7 +167,7 @@ def test_bad_ops_id_and_undeclared_backend_are_user_errors(
 
 def test_metal_parses_but_generate_refuses_it(project: Callable[[str], Path]) -> None:
     root = project("scale_add")
-    text = (root / "build.toml").read_text().replace('["cpu", "rocm"]', '["cpu", "rocm", "metal"]')
+    text = (root / "build.toml").read_text().replace('["cpu", "cuda", "rocm"]', '["cpu", "cuda", "rocm", "metal"]')
     (root / "build.toml").write_text(text)
     assert run_cli("validate", root / "build.toml").returncode == 0
     with pytest.raises(BuildConfigError, match="'metal' is not supported by this build2cmake"):

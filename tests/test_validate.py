@@ -304,7 +304,7 @@ def test_cli_validate_exits_2_with_one_line_and_no_traceback(
 def test_cli_validate_exits_0_for_the_fixture(project: Callable[[str], Path]) -> None:
     result = run_cli("validate", project("scale_add") / "build.toml")
     assert result.returncode == 0, result.stderr
-    assert "valid; package scale_add, backends cpu, rocm" in result.stdout
+    assert "valid; package scale_add, backends cpu, cuda, rocm" in result.stdout
 
 
 def test_cli_missing_file_exits_2(tmp_path: Path) -> None:

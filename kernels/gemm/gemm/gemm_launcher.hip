@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "gemm_kernel.h"
+#include "mfma_kernel.h"
 #include "gemm_launcher.h"
 
 extern "C" hipError_t gemm_rocm_run(uint16_t* out, const uint8_t* a, const uint8_t* b,

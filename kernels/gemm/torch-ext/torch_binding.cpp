@@ -13,11 +13,18 @@
 #include <hip/hip_runtime_api.h>
 
 #include "../gemm/gemm_launcher.h"
-// With a ROCm build of torch, run on torch's current stream; a CPU torch (compile-only builds)
-// has no HIP stream API and cannot hold GPU tensors anyway.
-#if __has_include(<c10/hip/HIPStream.h>)
+// torch's current stream when torch is a ROCm build; a CPU torch (compile-only builds) cannot
+// hold GPU tensors anyway.
+#if defined(BUILD2CMAKE_TORCH_MATCHES_BACKEND)
 #include <c10/hip/HIPStream.h>
-#define GEMM_HAVE_TORCH_HIP_STREAM 1
+#endif
+#elif defined(CUDA_KERNEL)
+#include <cuda_runtime_api.h>
+
+#include "../gemm_cuda/gemm_cuda.h"
+#if defined(BUILD2CMAKE_TORCH_MATCHES_BACKEND)
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #endif
 #endif
 
@@ -92,7 +99,7 @@ void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
   TORCH_CHECK(a.is_cuda(), "gemm: a must be on the ROCm device, got ", a.device());
   TORCH_CHECK(hipSetDevice(a.get_device()) == hipSuccess, "gemm: cannot select device ",
               a.device());
-#if defined(GEMM_HAVE_TORCH_HIP_STREAM)
+#if defined(BUILD2CMAKE_TORCH_MATCHES_BACKEND)
   const hipStream_t stream = c10::hip::getCurrentHIPStream(a.get_device()).stream();
 #else
   const hipStream_t stream = nullptr;
@@ -101,6 +108,27 @@ void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
       gemm_rocm_run(data<uint16_t>(out), data<uint8_t>(a), data<uint8_t>(b), data<float>(a_scale),
                     data<float>(b_scale), m, n, k, static_cast<int>(format), stream, nullptr);
   TORCH_CHECK(status == hipSuccess, "gemm: HIP launch failed: ", hipGetErrorString(status));
+#elif defined(CUDA_KERNEL)
+  TORCH_CHECK(format == Fp8Format::e4m3fn,
+              "gemm: float8_e4m3fnuz is not supported on CUDA (NVIDIA GPUs take the OCP format); "
+              "convert a and b to float8_e4m3fn");
+  int devices = 0;
+  const cudaError_t found = cudaGetDeviceCount(&devices);
+  TORCH_CHECK(found == cudaSuccess && devices > 0,
+              "gemm: no CUDA device is present (cudaGetDeviceCount: ",
+              found == cudaSuccess ? "0 devices" : cudaGetErrorString(found), ")");
+  TORCH_CHECK(a.is_cuda(), "gemm: a must be on the CUDA device, got ", a.device());
+#if defined(BUILD2CMAKE_TORCH_MATCHES_BACKEND)
+  const c10::cuda::CUDAGuard guard(a.device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(a.get_device()).stream();
+#else
+  TORCH_CHECK(cudaSetDevice(a.get_device()) == cudaSuccess, "gemm: cannot select ", a.device());
+  const cudaStream_t stream = nullptr;
+#endif
+  const cudaError_t status =
+      gemm_cuda_run(data<uint16_t>(out), data<uint8_t>(a), data<uint8_t>(b), data<float>(a_scale),
+                    data<float>(b_scale), m, n, k, stream, nullptr);
+  TORCH_CHECK(status == cudaSuccess, "gemm: CUDA launch failed: ", cudaGetErrorString(status));
 #endif
 }
 

@@ -67,7 +67,11 @@ endmacro()
 
 macro(build2cmake_find_torch)
   list(APPEND CMAKE_PREFIX_PATH "${BUILD2CMAKE_TORCH_CMAKE_PREFIX}")
+  # A CUDA torch's CMake package appends -gencode flags for TORCH_CUDA_ARCH_LIST to
+  # CMAKE_CUDA_FLAGS; each kernel chooses its own capabilities, so keep the flags as they were.
+  set(_b2c_cuda_flags "${CMAKE_CUDA_FLAGS}")
   find_package(Torch REQUIRED)
+  set(CMAKE_CUDA_FLAGS "${_b2c_cuda_flags}")
 endmacro()
 
 # The Python extension module that holds the torch bindings and, linked in, every kernel.
@@ -100,8 +104,13 @@ function(build2cmake_kernel_common extension target)
   foreach(dependency IN LISTS arg_DEPENDS)
     if(dependency STREQUAL "torch")
       target_link_libraries(${target} PRIVATE ${TORCH_LIBRARIES})
+    elseif(COMMAND build2cmake_add_dependency_${BUILD2CMAKE_SELECTED_BACKEND})
+      cmake_language(CALL build2cmake_add_dependency_${BUILD2CMAKE_SELECTED_BACKEND}
+        ${target} ${dependency})
     else()
-      build2cmake_add_dependency(${target} ${dependency})
+      message(FATAL_ERROR
+        "build2cmake: ${target} depends on '${dependency}', which the "
+        "${BUILD2CMAKE_SELECTED_BACKEND} backend of this build2cmake does not provide.")
     endif()
   endforeach()
   set_target_properties(${target} PROPERTIES
@@ -110,10 +119,4 @@ function(build2cmake_kernel_common extension target)
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
   target_link_libraries(${extension} PRIVATE ${target})
-endfunction()
-
-function(build2cmake_add_dependency target dependency)
-  message(FATAL_ERROR
-    "build2cmake: kernel target ${target} depends on '${dependency}', which the "
-    "${BUILD2CMAKE_SELECTED_BACKEND} backend of this build2cmake does not provide.")
 endfunction()

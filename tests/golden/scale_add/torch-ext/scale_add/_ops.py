@@ -12,8 +12,9 @@ import torch
 
 # One extension per backend build.toml declares (name: backend); a build produces one of them.
 _EXTENSIONS = {
-    "_scale_add_cpu_7a3ce0c20d": "cpu",
-    "_scale_add_rocm_7a3ce0c20d": "rocm",
+    "_scale_add_cpu_9707cd2459": "cpu",
+    "_scale_add_cuda_9707cd2459": "cuda",
+    "_scale_add_rocm_9707cd2459": "rocm",
 }
 
 

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One batch on a CUDA machine (the device tool's H100): build kernels/gemm with build2cmake,
+# run its tests, the benchmark and compute-sanitizer. Writes logs and RESULTS.md under $OUT.
+# Run from the repository root; wheels missing there (tomlkit) travel in .whl/.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PIP_ROOT_USER_ACTION=ignore
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -c "import torch, scikit_build_core, cmake; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'skbuild-core', scikit_build_core.__version__)"
+nvcc --version | tail -1
+
+rm -rf /tmp/gemm && cp -r kernels/gemm /tmp/gemm && rm -rf /tmp/gemm/build
+python3 -m build2cmake generate-torch /tmp/gemm/build.toml
+start=$SECONDS
+python3 -m pip install -q --no-build-isolation --no-deps -e /tmp/gemm > "$OUT/build.log" 2>&1 \
+  || { tail -40 "$OUT/build.log"; exit 1; }
+echo "cold build: $((SECONDS - start)) s"
+cuobjdump --list-elf --list-ptx /tmp/gemm/build/cmake/install/platlib/gemm/*.so
+
+python3 -m pytest -q -p no:cacheprovider -rs /tmp/gemm/tests 2>&1 | tee "$OUT/tests.log" | tail -8
+python3 benchmarks/gemm_cuda.py --out "$OUT/RESULTS.md" 2>&1 | tee "$OUT/bench.log" | tail -12
+for tool in memcheck racecheck; do
+  compute-sanitizer --tool $tool --error-exitcode 7 python3 benchmarks/sanitize_gemm.py \
+    > "$OUT/sanitizer-$tool.log" 2>&1
+  echo "compute-sanitizer $tool: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer-$tool.log") clean summaries)"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|relative error" "$OUT/sanitizer-$tool.log" | tail -5
+done
