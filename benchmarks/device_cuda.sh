@@ -22,6 +22,11 @@ echo "cold build: $((SECONDS - start)) s"
 cuobjdump --list-elf --list-ptx /tmp/gemm/build/cmake/install/platlib/gemm/*.so
 
 python3 -m pytest -q -p no:cacheprovider -rs /tmp/gemm/tests 2>&1 | tee "$OUT/tests.log" | tail -8
+if [ "${PIPESTATUS[0]}" -ne 0 ]; then
+  echo "== kernel tests failed: bad-argument calls one by one, under cuda-gdb for a backtrace"
+  cuda-gdb -batch -ex run -ex bt --args python3 benchmarks/crash_probe.py 2>&1 \
+    | grep -vE "^\[(New|Thread|Detaching)" | tail -40
+fi
 python3 benchmarks/gemm_cuda.py --out "$OUT/RESULTS.md" 2>&1 | tee "$OUT/bench.log" | tail -12
 for tool in memcheck racecheck; do
   compute-sanitizer --tool $tool --error-exitcode 7 python3 benchmarks/sanitize_gemm.py \

@@ -4,10 +4,12 @@
 
 #include <cuda_runtime_api.h>
 
-// Launches gemm on `stream` for the current CUDA device; a and b are float8_e4m3fn.
-// Uses the tensor-core kernel on sm_89 and newer, the portable kernel otherwise;
-// *used_tensor_cores (if not null) says which one ran.
-extern "C" cudaError_t gemm_cuda_run(uint16_t* out, const uint8_t* a, const uint8_t* b,
+// Whether gemm_cuda_run uses the tensor-core kernel on the current device (sm_89 and newer);
+// that kernel takes b transposed (bt: N x K), the portable one b itself (K x N).
+extern "C" int gemm_cuda_uses_tensor_cores();
+
+// Launches gemm on `stream` for the current CUDA device; a and b are float8_e4m3fn. Pass bt when
+// gemm_cuda_uses_tensor_cores(), else b.
+extern "C" cudaError_t gemm_cuda_run(uint16_t* out, const uint8_t* a, const uint8_t* b_or_bt,
                                      const float* a_scale, const float* b_scale, int64_t m_size,
-                                     int64_t n_size, int64_t k_size, cudaStream_t stream,
-                                     int* used_tensor_cores);
+                                     int64_t n_size, int64_t k_size, cudaStream_t stream);

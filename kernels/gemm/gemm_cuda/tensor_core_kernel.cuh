@@ -1,13 +1,15 @@
 // The tensor-core gemm kernel for NVIDIA sm_89 / sm_90 and float8_e4m3fn, using
 // mma.sync.m16n8k32 with e4m3 inputs and float32 accumulation. Same contract as
 // gemm/portable_kernel.h: out = sum over 128-wide K blocks of (a_block . b_block) *
-// a_scale[kb, m] * b_scale[kb, n / 128], accumulated in float32, written as bfloat16.
+// a_scale[kb, m] * b_scale[kb, n / 128], accumulated in float32, written as bfloat16 — except
+// that B arrives transposed, as bt (N x K, K contiguous), so both operands are K-contiguous.
 //
 // A 256-thread block computes a 128 x 128 tile of out; its 8 warps are laid out 2 (M) x 4 (N),
 // each computing 64 x 32 as 4 x 4 mma tiles. One main-loop step covers one 128-wide K block,
-// i.e. one scale block: the step's products accumulate in `part`, which is then scaled and added
-// to `acc`. While a step computes from shared memory, the next step's tile is already being read
-// from global memory into registers.
+// i.e. one scale block: its products accumulate in `part`, which is then scaled and added to
+// `acc`. Tiles move global -> shared with cp.async into two stages (the next block loads while
+// this one computes), and shared -> registers with ldmatrix, whose 8 x 16-byte matrices are
+// exactly the m16n8k32 fragments of K-contiguous 8-bit data.
 #pragma once
 
 #include <cstdint>
@@ -18,85 +20,91 @@ namespace fp8gemm {
 
 constexpr int kTcTile = 128;
 constexpr int kTcThreads = 256;
-constexpr int kTcPitch = kScaleBlock + 16;  // bytes per shared row: 16-byte aligned, no conflicts
+constexpr int kTcStages = 2;
+constexpr int kTcPitch = kScaleBlock + 16;  // bytes per shared row: 16-byte aligned, conflict-free
+constexpr int kTcStageBytes = 2 * kTcTile * kTcPitch;  // A and B tiles of one stage
+constexpr int kTcSharedBytes = kTcStages * kTcStageBytes;
 
-// Bytes of the A tile (128 rows x 128 k) and the B tile (128 k x 128 n) one thread moves.
-struct TileChunks {
-  uint4 a[4];
-  uint4 b[4];
-};
-
-__device__ inline void load_tile(TileChunks& chunks, const uint8_t* __restrict__ a,
-                                 const uint8_t* __restrict__ b, int m0, int n0, int64_t k0,
-                                 int m_size, int n_size, int k_size) {
-  const int tid = threadIdx.x;
-  for (int i = 0; i < 4; ++i) {
-    const int chunk = tid + i * kTcThreads;  // 1024 chunks of 16 bytes per operand
-    const int r = chunk / 8, c = (chunk % 8) * 16;
-    const int m = m0 + r;
-    chunks.a[i] = m < m_size ? *reinterpret_cast<const uint4*>(a + int64_t(m) * k_size + k0 + c)
-                             : make_uint4(0, 0, 0, 0);
-    chunks.b[i] = *reinterpret_cast<const uint4*>(b + (k0 + r) * n_size + n0 + c);
-  }
+__device__ inline uint32_t shared_address(const void* pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
 }
 
-// A as [m][k]; B transposed to [n][k] so that a fragment's 4 consecutive k are one 32-bit word.
-__device__ inline void store_tile(const TileChunks& chunks, uint8_t (*a_s)[kTcPitch],
-                                  uint8_t (*b_s)[kTcPitch]) {
-  const int tid = threadIdx.x;
+// 16 bytes global -> shared, asynchronously; with `valid` false the 16 bytes are zero-filled.
+__device__ inline void copy_async_16(void* shared, const void* global, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared)),
+               "l"(global), "r"(valid ? 16 : 0));
+}
+
+__device__ inline void load_stage(uint8_t* stage, const uint8_t* __restrict__ a,
+                                  const uint8_t* __restrict__ bt, int m0, int n0, int64_t k0,
+                                  int m_size, int k_size) {
+  uint8_t* a_s = stage;
+  uint8_t* b_s = stage + kTcTile * kTcPitch;
   for (int i = 0; i < 4; ++i) {
-    const int chunk = tid + i * kTcThreads;
+    const int chunk = threadIdx.x + i * kTcThreads;  // 1024 chunks of 16 bytes per operand
     const int r = chunk / 8, c = (chunk % 8) * 16;
-    *reinterpret_cast<uint4*>(&a_s[r][c]) = chunks.a[i];
-    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&chunks.b[i]);
-    for (int j = 0; j < 16; ++j) b_s[c + j][r] = bytes[j];
+    const int m = m0 + r;
+    // Rows past M read row 0 (any valid address) and are zero-filled.
+    copy_async_16(a_s + r * kTcPitch + c, a + int64_t(m < m_size ? m : 0) * k_size + k0 + c,
+                  m < m_size);
+    copy_async_16(b_s + r * kTcPitch + c, bt + int64_t(n0 + r) * k_size + k0 + c, true);
   }
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const uint8_t* shared) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(shared)));
 }
 
 __global__ __launch_bounds__(kTcThreads) void gemm_tensor_core_kernel(
-    uint16_t* __restrict__ out, const uint8_t* __restrict__ a, const uint8_t* __restrict__ b,
+    uint16_t* __restrict__ out, const uint8_t* __restrict__ a, const uint8_t* __restrict__ bt,
     const float* __restrict__ a_scale, const float* __restrict__ b_scale, int m_size, int n_size,
     int k_size) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  __shared__ __align__(16) uint8_t a_s[kTcTile][kTcPitch];
-  __shared__ __align__(16) uint8_t b_s[kTcTile][kTcPitch];
+  extern __shared__ __align__(16) uint8_t shared[];
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
-  const int group = lane / 4;       // mma "groupID"
-  const int in_group = lane % 4;    // mma "threadID_in_group"
-  const int wm = (warp / 4) * 64;   // warp's rows within the tile
-  const int wn = (warp % 4) * 32;   // warp's columns within the tile
+  const int group = lane / 4;      // mma "groupID"
+  const int in_group = lane % 4;   // mma "threadID_in_group"
+  const int wm = (warp / 4) * 64;  // warp's rows within the tile
+  const int wn = (warp % 4) * 32;  // warp's columns within the tile
   const int m0 = blockIdx.y * kTcTile;
   const int n0 = blockIdx.x * kTcTile;
   const int k_blocks = k_size / kScaleBlock;
   const int n_blocks = n_size / kScaleBlock;
+  // ldmatrix: lane l gives the row address of matrix l / 8, row l % 8.
+  const int ld_matrix = lane / 8, ld_row = lane % 8;
 
   float acc[4][4][4] = {};
-  TileChunks chunks;
-  load_tile(chunks, a, b, m0, n0, 0, m_size, n_size, k_size);
+  load_stage(shared, a, bt, m0, n0, 0, m_size, k_size);
   for (int kb = 0; kb < k_blocks; ++kb) {
-    __syncthreads();  // the previous step is done reading shared memory
-    store_tile(chunks, a_s, b_s);
-    __syncthreads();
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    __syncthreads();  // this block's tile has landed; everyone is done with the other stage
     if (kb + 1 < k_blocks)
-      load_tile(chunks, a, b, m0, n0, int64_t(kb + 1) * kScaleBlock, m_size, n_size, k_size);
+      load_stage(shared + ((kb + 1) % kTcStages) * kTcStageBytes, a, bt, m0, n0,
+                 int64_t(kb + 1) * kScaleBlock, m_size, k_size);
+    const uint8_t* a_s = shared + (kb % kTcStages) * kTcStageBytes;
+    const uint8_t* b_s = a_s + kTcTile * kTcPitch;
 
     float part[4][4][4] = {};
     for (int ks = 0; ks < kScaleBlock; ks += 32) {
       uint32_t af[4][4], bf[4][2];
       for (int i = 0; i < 4; ++i) {
-        const int row = wm + i * 16 + group;
-        const int k = ks + in_group * 4;
-        af[i][0] = *reinterpret_cast<const uint32_t*>(&a_s[row][k]);
-        af[i][1] = *reinterpret_cast<const uint32_t*>(&a_s[row + 8][k]);
-        af[i][2] = *reinterpret_cast<const uint32_t*>(&a_s[row][k + 16]);
-        af[i][3] = *reinterpret_cast<const uint32_t*>(&a_s[row + 8][k + 16]);
+        // Matrices: rows 0-7 / 8-15 of the 16-row tile, k bytes 0-15 / 16-31.
+        const int row = wm + i * 16 + ld_row + (ld_matrix % 2) * 8;
+        ldmatrix_x4(af[i], a_s + row * kTcPitch + ks + (ld_matrix / 2) * 16);
       }
-      for (int j = 0; j < 4; ++j) {
-        const int col = wn + j * 8 + group;
-        const int k = ks + in_group * 4;
-        bf[j][0] = *reinterpret_cast<const uint32_t*>(&b_s[col][k]);
-        bf[j][1] = *reinterpret_cast<const uint32_t*>(&b_s[col][k + 16]);
+      for (int j = 0; j < 4; j += 2) {
+        // Matrices: n 0-7 k 0-15, n 0-7 k 16-31, n 8-15 k 0-15, n 8-15 k 16-31.
+        uint32_t r[4];
+        const int col = wn + j * 8 + ld_row + (ld_matrix / 2) * 8;
+        ldmatrix_x4(r, b_s + col * kTcPitch + ks + (ld_matrix % 2) * 16);
+        bf[j][0] = r[0];
+        bf[j][1] = r[1];
+        bf[j + 1][0] = r[2];
+        bf[j + 1][1] = r[3];
       }
       for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 4; ++j)

@@ -125,9 +125,12 @@ void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
   TORCH_CHECK(cudaSetDevice(a.get_device()) == cudaSuccess, "gemm: cannot select ", a.device());
   const cudaStream_t stream = nullptr;
 #endif
-  const cudaError_t status =
-      gemm_cuda_run(data<uint16_t>(out), data<uint8_t>(a), data<uint8_t>(b), data<float>(a_scale),
-                    data<float>(b_scale), m, n, k, stream, nullptr);
+  // The tensor-core kernel reads b as bt (N x K, K contiguous): one transposing copy, a few
+  // microseconds next to the product.
+  const torch::Tensor b_operand = gemm_cuda_uses_tensor_cores() ? b.t().contiguous() : b;
+  const cudaError_t status = gemm_cuda_run(data<uint16_t>(out), data<uint8_t>(a),
+                                           data<uint8_t>(b_operand), data<float>(a_scale),
+                                           data<float>(b_scale), m, n, k, stream);
   TORCH_CHECK(status == cudaSuccess, "gemm: CUDA launch failed: ", cudaGetErrorString(status));
 #endif
 }
