@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import torch
-
 import gemm
+import torch
 
 fp8 = torch.float8_e4m3fn
 a = torch.randn(4, 256, device="cuda").to(fp8)
