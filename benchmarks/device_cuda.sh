@@ -20,6 +20,12 @@ python3 -m pip install -q --no-build-isolation --no-deps -e /tmp/gemm > "$OUT/bu
   || { tail -40 "$OUT/build.log"; exit 1; }
 echo "cold build: $((SECONDS - start)) s"
 cuobjdump --list-elf --list-ptx /tmp/gemm/build/cmake/install/platlib/gemm/*.so
+# Toolchain facts for the notes (host compiler; whether libstdc++ got into the extension).
+echo "g++: $(g++ --version | head -1) at $(command -v g++); LDFLAGS='${LDFLAGS:-}' CXXFLAGS='${CXXFLAGS:-}'"
+echo "libstdc++ symbols defined in the extension: $(nm -C --defined-only /tmp/gemm/build/cmake/install/platlib/gemm/*.so | grep -c 'std::basic_ostream')"
+grep -m1 -o "LINK_FLAGS = .*" /tmp/gemm/build/cmake/build.ninja
+grep -A1 "CXX_MODULE_LIBRARY_LINKER__" /tmp/gemm/build/cmake/CMakeFiles/rules.ninja | grep -m1 command
+python3 -c "import torch, re; maps = open('/proc/self/maps').read(); print('process libstdc++:', sorted(set(re.findall(r'\S*libstdc\+\+\S*', maps))))"
 
 python3 -m pytest -q -p no:cacheprovider -rs /tmp/gemm/tests 2>&1 | tee "$OUT/tests.log" | tail -8
 if [ "${PIPESTATUS[0]}" -ne 0 ]; then

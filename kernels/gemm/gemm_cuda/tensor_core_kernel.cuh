@@ -4,8 +4,8 @@
 // a_scale[kb, m] * b_scale[kb, n / 128], accumulated in float32, written as bfloat16 — except
 // that B arrives transposed, as bt (N x K, K contiguous), so both operands are K-contiguous.
 //
-// A 256-thread block computes a 128 x 128 tile of out; its 8 warps are laid out 2 (M) x 4 (N),
-// each computing 64 x 32 as 4 x 4 mma tiles. One main-loop step covers one 128-wide K block,
+// A 512-thread block computes a 128 x 128 tile of out; its 16 warps are laid out 4 (M) x 4 (N),
+// each computing 32 x 32 as 2 x 4 mma tiles (few enough registers for 16 warps per SM). One main-loop step covers one 128-wide K block,
 // i.e. one scale block: its products accumulate in `part`, which is then scaled and added to
 // `acc`. Tiles move global -> shared with cp.async into two stages (the next block loads while
 // this one computes), and shared -> registers with ldmatrix, whose 8 x 16-byte matrices are
@@ -19,7 +19,8 @@
 namespace fp8gemm {
 
 constexpr int kTcTile = 128;
-constexpr int kTcThreads = 256;
+constexpr int kTcThreads = 512;
+constexpr int kTcWarpTilesM = 2;  // m16 tiles per warp (its 32 rows); n8 tiles per warp: 4
 constexpr int kTcStages = 2;
 constexpr int kTcPitch = kScaleBlock + 16;  // bytes per shared row: 16-byte aligned, conflict-free
 constexpr int kTcStageBytes = 2 * kTcTile * kTcPitch;  // A and B tiles of one stage
@@ -40,7 +41,7 @@ __device__ inline void load_stage(uint8_t* stage, const uint8_t* __restrict__ a,
                                   int m_size, int k_size) {
   uint8_t* a_s = stage;
   uint8_t* b_s = stage + kTcTile * kTcPitch;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kTcTile * kScaleBlock / 16 / kTcThreads; ++i) {
     const int chunk = threadIdx.x + i * kTcThreads;  // 1024 chunks of 16 bytes per operand
     const int r = chunk / 8, c = (chunk % 8) * 16;
     const int m = m0 + r;
@@ -58,7 +59,7 @@ __device__ inline void ldmatrix_x4(uint32_t (&r)[4], const uint8_t* shared) {
                : "r"(shared_address(shared)));
 }
 
-__global__ __launch_bounds__(kTcThreads) void gemm_tensor_core_kernel(
+__global__ __launch_bounds__(kTcThreads, 1) void gemm_tensor_core_kernel(
     uint16_t* __restrict__ out, const uint8_t* __restrict__ a, const uint8_t* __restrict__ bt,
     const float* __restrict__ a_scale, const float* __restrict__ b_scale, int m_size, int n_size,
     int k_size) {
@@ -68,7 +69,7 @@ __global__ __launch_bounds__(kTcThreads) void gemm_tensor_core_kernel(
   const int warp = threadIdx.x / 32;
   const int group = lane / 4;      // mma "groupID"
   const int in_group = lane % 4;   // mma "threadID_in_group"
-  const int wm = (warp / 4) * 64;  // warp's rows within the tile
+  const int wm = (warp / 4) * 32;  // warp's rows within the tile
   const int wn = (warp % 4) * 32;  // warp's columns within the tile
   const int m0 = blockIdx.y * kTcTile;
   const int n0 = blockIdx.x * kTcTile;
@@ -77,7 +78,7 @@ __global__ __launch_bounds__(kTcThreads) void gemm_tensor_core_kernel(
   // ldmatrix: lane l gives the row address of matrix l / 8, row l % 8.
   const int ld_matrix = lane / 8, ld_row = lane % 8;
 
-  float acc[4][4][4] = {};
+  float acc[kTcWarpTilesM][4][4] = {};
   load_stage(shared, a, bt, m0, n0, 0, m_size, k_size);
   for (int kb = 0; kb < k_blocks; ++kb) {
     asm volatile("cp.async.wait_group 0;\n" ::);
@@ -87,11 +88,19 @@ __global__ __launch_bounds__(kTcThreads) void gemm_tensor_core_kernel(
                  int64_t(kb + 1) * kScaleBlock, m_size, k_size);
     const uint8_t* a_s = shared + (kb % kTcStages) * kTcStageBytes;
     const uint8_t* b_s = a_s + kTcTile * kTcPitch;
+    // This block's scales, read now so that their latency hides behind the MMAs.
+    const float sb = b_scale[kb * n_blocks + n0 / kScaleBlock];
+    float row_scale[kTcWarpTilesM][2];
+    for (int i = 0; i < kTcWarpTilesM; ++i)
+      for (int half = 0; half < 2; ++half) {
+        const int m = m0 + wm + i * 16 + group + half * 8;
+        row_scale[i][half] = m < m_size ? a_scale[int64_t(kb) * m_size + m] : 0.0f;
+      }
 
-    float part[4][4][4] = {};
+    float part[kTcWarpTilesM][4][4] = {};
     for (int ks = 0; ks < kScaleBlock; ks += 32) {
-      uint32_t af[4][4], bf[4][2];
-      for (int i = 0; i < 4; ++i) {
+      uint32_t af[kTcWarpTilesM][4], bf[4][2];
+      for (int i = 0; i < kTcWarpTilesM; ++i) {
         // Matrices: rows 0-7 / 8-15 of the 16-row tile, k bytes 0-15 / 16-31.
         const int row = wm + i * 16 + ld_row + (ld_matrix % 2) * 8;
         ldmatrix_x4(af[i], a_s + row * kTcPitch + ks + (ld_matrix / 2) * 16);
@@ -106,10 +115,10 @@ __global__ __launch_bounds__(kTcThreads) void gemm_tensor_core_kernel(
         bf[j + 1][0] = r[2];
         bf[j + 1][1] = r[3];
       }
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < kTcWarpTilesM; ++i)
         for (int j = 0; j < 4; ++j)
-          asm volatile(
-              "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+          // Not volatile: a pure register operation the compiler may schedule freely.
+          asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
               : "+f"(part[i][j][0]), "+f"(part[i][j][1]), "+f"(part[i][j][2]),
                 "+f"(part[i][j][3])
@@ -117,11 +126,9 @@ __global__ __launch_bounds__(kTcThreads) void gemm_tensor_core_kernel(
                 "r"(bf[j][1]));
     }
     // The whole 128-wide N tile lies in one scale block; a_scale varies by row.
-    const float sb = b_scale[kb * n_blocks + n0 / kScaleBlock];
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kTcWarpTilesM; ++i) {
       for (int half = 0; half < 2; ++half) {
-        const int m = m0 + wm + i * 16 + group + half * 8;
-        const float s = m < m_size ? a_scale[int64_t(kb) * m_size + m] * sb : 0.0f;
+        const float s = row_scale[i][half] * sb;
         for (int j = 0; j < 4; ++j) {
           acc[i][j][2 * half] = fmaf(part[i][j][2 * half], s, acc[i][j][2 * half]);
           acc[i][j][2 * half + 1] = fmaf(part[i][j][2 * half + 1], s, acc[i][j][2 * half + 1]);
@@ -129,7 +136,7 @@ __global__ __launch_bounds__(kTcThreads) void gemm_tensor_core_kernel(
       }
     }
   }
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kTcWarpTilesM; ++i) {
     for (int half = 0; half < 2; ++half) {
       const int m = m0 + wm + i * 16 + group + half * 8;
       if (m >= m_size) continue;
