@@ -22,7 +22,7 @@ echo "cold build: $((SECONDS - start)) s"
 cuobjdump --list-elf --list-ptx /tmp/gemm/build/cmake/install/platlib/gemm/*.so
 # Toolchain facts for the notes (host compiler; whether libstdc++ got into the extension).
 echo "g++: $(g++ --version | head -1) at $(command -v g++); LDFLAGS='${LDFLAGS:-}' CXXFLAGS='${CXXFLAGS:-}'"
-echo "libstdc++ symbols defined in the extension: $(nm -C --defined-only /tmp/gemm/build/cmake/install/platlib/gemm/*.so | grep -c 'std::basic_ostream')"
+echo "libstdc++ symbols defined in the extension: $(nm -D -C --defined-only /tmp/gemm/build/cmake/install/platlib/gemm/*.so | grep -c 'std::basic_ostream')"
 grep -m1 -o "LINK_FLAGS = .*" /tmp/gemm/build/cmake/build.ninja
 grep -A1 "CXX_MODULE_LIBRARY_LINKER__" /tmp/gemm/build/cmake/CMakeFiles/rules.ninja | grep -m1 command
 python3 -c "import torch, re; maps = open('/proc/self/maps').read(); print('process libstdc++:', sorted(set(re.findall(r'\S*libstdc\+\+\S*', maps))))"

@@ -20,6 +20,9 @@ if(NOT CMAKE_CUDA_COMPILER)
 endif()
 # Capabilities are given per kernel (see build2cmake_add_cuda_kernel), never globally.
 set(CMAKE_CUDA_ARCHITECTURES OFF)
+# torch links the shared CUDA runtime; a second, static copy in the extension would keep its own
+# runtime state (streams, errors, registered kernels) beside torch's.
+set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
 

@@ -65,6 +65,11 @@ macro(build2cmake_select_backend)
                  "is a ${BUILD2CMAKE_TORCH_BACKEND} build")
 endmacro()
 
+# Defines build2cmake::torch: torch's headers, its required flags and exactly the shared
+# libraries torch.utils.cpp_extension links (c10, torch, torch_cpu, and c10_cuda/torch_cuda or
+# c10_hip/torch_hip when torch was built for the selected backend). Not TORCH_LIBRARIES: with a
+# GPU torch that list carries more, and a static library compiled by another toolchain would put
+# its own copies of C++ standard library templates into the extension.
 macro(build2cmake_find_torch)
   list(APPEND CMAKE_PREFIX_PATH "${BUILD2CMAKE_TORCH_CMAKE_PREFIX}")
   # A CUDA torch's CMake package appends -gencode flags for TORCH_CUDA_ARCH_LIST to
@@ -72,6 +77,27 @@ macro(build2cmake_find_torch)
   set(_b2c_cuda_flags "${CMAKE_CUDA_FLAGS}")
   find_package(Torch REQUIRED)
   set(CMAKE_CUDA_FLAGS "${_b2c_cuda_flags}")
+
+  add_library(build2cmake_torch INTERFACE)
+  add_library(build2cmake::torch ALIAS build2cmake_torch)
+  target_include_directories(build2cmake_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+  separate_arguments(_b2c_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
+  target_compile_options(build2cmake_torch INTERFACE
+    "$<$<COMPILE_LANGUAGE:CXX,HIP>:${_b2c_torch_flags}>")
+  set(_b2c_torch_libs c10 torch torch_cpu)
+  if(BUILD2CMAKE_TORCH_BACKEND STREQUAL BUILD2CMAKE_SELECTED_BACKEND)
+    if(BUILD2CMAKE_SELECTED_BACKEND STREQUAL "cuda")
+      list(APPEND _b2c_torch_libs c10_cuda torch_cuda)
+    elseif(BUILD2CMAKE_SELECTED_BACKEND STREQUAL "rocm")
+      list(APPEND _b2c_torch_libs c10_hip torch_hip)
+    endif()
+  endif()
+  foreach(_b2c_lib IN LISTS _b2c_torch_libs)
+    find_library(_b2c_lib_path ${_b2c_lib} PATHS "${TORCH_INSTALL_PREFIX}/lib"
+      NO_DEFAULT_PATH NO_CACHE REQUIRED)
+    target_link_libraries(build2cmake_torch INTERFACE "${_b2c_lib_path}")
+    unset(_b2c_lib_path)
+  endforeach()
 endmacro()
 
 # The Python extension module that holds the torch bindings and, linked in, every kernel.
@@ -83,9 +109,14 @@ function(build2cmake_add_extension name)
     TORCH_EXTENSION_NAME=${name}
     # Bindings guard backend-specific registrations with these, as kernel-builder's do.
     ${backend}_KERNEL)
+  if(BUILD2CMAKE_TORCH_BACKEND STREQUAL BUILD2CMAKE_SELECTED_BACKEND)
+    # torch itself was built for this backend, so bindings may use its GPU runtime API (current
+    # stream, device guards); a ROCm or CUDA build compiled against a CPU torch may not.
+    target_compile_definitions(${name} PRIVATE BUILD2CMAKE_TORCH_MATCHES_BACKEND=1)
+  endif()
   target_include_directories(${name} PRIVATE ${arg_INCLUDES})
   # Only the C++ libraries: the op library never touches torch's Python bindings.
-  target_link_libraries(${name} PRIVATE ${TORCH_LIBRARIES})
+  target_link_libraries(${name} PRIVATE build2cmake::torch)
   set_target_properties(${name} PROPERTIES
     CXX_STANDARD 20
     CXX_VISIBILITY_PRESET hidden
@@ -103,7 +134,7 @@ function(build2cmake_kernel_common extension target)
   target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${arg_CXX_FLAGS}>")
   foreach(dependency IN LISTS arg_DEPENDS)
     if(dependency STREQUAL "torch")
-      target_link_libraries(${target} PRIVATE ${TORCH_LIBRARIES})
+      target_link_libraries(${target} PRIVATE build2cmake::torch)
     elseif(COMMAND build2cmake_add_dependency_${BUILD2CMAKE_SELECTED_BACKEND})
       cmake_language(CALL build2cmake_add_dependency_${BUILD2CMAKE_SELECTED_BACKEND}
         ${target} ${dependency})
