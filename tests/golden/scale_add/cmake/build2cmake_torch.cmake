@@ -117,10 +117,13 @@ function(build2cmake_add_extension name)
   target_include_directories(${name} PRIVATE ${arg_INCLUDES})
   # Only the C++ libraries: the op library never touches torch's Python bindings.
   target_link_libraries(${name} PRIVATE build2cmake::torch)
+  # Hidden by default, so that two builds of a kernel loaded side by side never bind to each
+  # other's functions. Inline functions keep default visibility: hiding them would give the
+  # extension private copies of C++ standard library templates (GCC 13, C++20), whose static
+  # members (std::locale facet ids) then disagree with libstdc++'s, which crashes stream output.
   set_target_properties(${name} PROPERTIES
     CXX_STANDARD 20
-    CXX_VISIBILITY_PRESET hidden
-    VISIBILITY_INLINES_HIDDEN ON)
+    CXX_VISIBILITY_PRESET hidden)
   # The backend's module may add what the bindings need (e.g. HIP headers and runtime).
   if(COMMAND build2cmake_configure_extension_${BUILD2CMAKE_SELECTED_BACKEND})
     cmake_language(CALL build2cmake_configure_extension_${BUILD2CMAKE_SELECTED_BACKEND} ${name})
@@ -147,7 +150,6 @@ function(build2cmake_kernel_common extension target)
   set_target_properties(${target} PROPERTIES
     POSITION_INDEPENDENT_CODE ON
     CXX_STANDARD 20
-    CXX_VISIBILITY_PRESET hidden
-    VISIBILITY_INLINES_HIDDEN ON)
+    CXX_VISIBILITY_PRESET hidden)
   target_link_libraries(${extension} PRIVATE ${target})
 endfunction()
