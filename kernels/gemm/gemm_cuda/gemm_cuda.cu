@@ -22,29 +22,15 @@ extern "C" cudaError_t gemm_cuda_run(uint16_t* out, const uint8_t* a, const uint
     return cudaErrorInvalidValue;
   const int m = static_cast<int>(m_size), n = static_cast<int>(n_size), k = static_cast<int>(k_size);
   if (gemm_cuda_uses_tensor_cores()) {
-    int device = 0, shared_limit = 0;
-    cudaError_t status = cudaGetDevice(&device);
-    if (status == cudaSuccess)
-      status = cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    // Two stages of 128 x 144-byte A and B tiles: more than the 48 KB a kernel gets by default.
+    cudaError_t status = cudaFuncSetAttribute(fp8gemm::gemm_tensor_core_kernel,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              fp8gemm::kTcSharedBytes);
     if (status != cudaSuccess) return status;
     const dim3 grid(static_cast<unsigned>(n / fp8gemm::kTcTile),
                     static_cast<unsigned>((m + fp8gemm::kTcTile - 1) / fp8gemm::kTcTile));
-    // More shared memory than the 48 KB a kernel gets by default: opt in first.
-    if (shared_limit >= fp8gemm::tc_shared_bytes(3)) {
-      const auto kernel = fp8gemm::gemm_tensor_core_kernel<3>;
-      status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    fp8gemm::tc_shared_bytes(3));
-      if (status != cudaSuccess) return status;
-      kernel<<<grid, fp8gemm::kTcThreads, fp8gemm::tc_shared_bytes(3), stream>>>(
-          out, a, b_or_bt, a_scale, b_scale, m, n, k);
-    } else {
-      const auto kernel = fp8gemm::gemm_tensor_core_kernel<2>;
-      status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    fp8gemm::tc_shared_bytes(2));
-      if (status != cudaSuccess) return status;
-      kernel<<<grid, fp8gemm::kTcThreads, fp8gemm::tc_shared_bytes(2), stream>>>(
-          out, a, b_or_bt, a_scale, b_scale, m, n, k);
-    }
+    fp8gemm::gemm_tensor_core_kernel<<<grid, fp8gemm::kTcThreads, fp8gemm::kTcSharedBytes,
+                                       stream>>>(out, a, b_or_bt, a_scale, b_scale, m, n, k);
   } else {
     const dim3 grid(static_cast<unsigned>(n / fp8gemm::kTileN),
                     static_cast<unsigned>((m + fp8gemm::kTileM - 1) / fp8gemm::kTileM));

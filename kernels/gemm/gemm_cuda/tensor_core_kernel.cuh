@@ -21,11 +21,10 @@ namespace fp8gemm {
 constexpr int kTcTile = 128;
 constexpr int kTcThreads = 512;
 constexpr int kTcWarpTilesM = 2;  // m16 tiles per warp (its 32 rows); n8 tiles per warp: 4
+constexpr int kTcStages = 2;
 constexpr int kTcPitch = kScaleBlock + 16;  // bytes per shared row: 16-byte aligned, conflict-free
 constexpr int kTcStageBytes = 2 * kTcTile * kTcPitch;  // A and B tiles of one stage
-// Pipeline depth: 3 stages (110 KB) where a block may have that much shared memory (sm_90),
-// 2 (74 KB) on sm_89, whose limit is 99 KB.
-constexpr int tc_shared_bytes(int stages) { return stages * kTcStageBytes; }
+constexpr int kTcSharedBytes = kTcStages * kTcStageBytes;
 
 __device__ inline uint32_t shared_address(const void* pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
@@ -60,7 +59,6 @@ __device__ inline void ldmatrix_x4(uint32_t (&r)[4], const uint8_t* shared) {
                : "r"(shared_address(shared)));
 }
 
-template <int Stages>
 __global__ __launch_bounds__(kTcThreads, 1) void gemm_tensor_core_kernel(
     uint16_t* __restrict__ out, const uint8_t* __restrict__ a, const uint8_t* __restrict__ bt,
     const float* __restrict__ a_scale, const float* __restrict__ b_scale, int m_size, int n_size,
@@ -81,25 +79,14 @@ __global__ __launch_bounds__(kTcThreads, 1) void gemm_tensor_core_kernel(
   const int ld_matrix = lane / 8, ld_row = lane % 8;
 
   float acc[kTcWarpTilesM][4][4] = {};
-  // Prologue: the first Stages - 1 blocks in flight. Every step commits one group (possibly
-  // empty), so "all but the newest Stages - 2 groups done" means block kb has landed.
-  for (int s = 0; s < Stages - 1; ++s) {
-    if (s < k_blocks)
-      load_stage(shared + s * kTcStageBytes, a, bt, m0, n0, int64_t(s) * kScaleBlock, m_size,
-                 k_size);
-    else
-      asm volatile("cp.async.commit_group;\n" ::);
-  }
+  load_stage(shared, a, bt, m0, n0, 0, m_size, k_size);
   for (int kb = 0; kb < k_blocks; ++kb) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(Stages - 2));
-    __syncthreads();  // block kb has landed; everyone is done with the stage reloaded below
-    const int next = kb + Stages - 1;
-    if (next < k_blocks)
-      load_stage(shared + (next % Stages) * kTcStageBytes, a, bt, m0, n0,
-                 int64_t(next) * kScaleBlock, m_size, k_size);
-    else
-      asm volatile("cp.async.commit_group;\n" ::);
-    const uint8_t* a_s = shared + (kb % Stages) * kTcStageBytes;
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    __syncthreads();  // this block's tile has landed; everyone is done with the other stage
+    if (kb + 1 < k_blocks)
+      load_stage(shared + ((kb + 1) % kTcStages) * kTcStageBytes, a, bt, m0, n0,
+                 int64_t(kb + 1) * kScaleBlock, m_size, k_size);
+    const uint8_t* a_s = shared + (kb % kTcStages) * kTcStageBytes;
     const uint8_t* b_s = a_s + kTcTile * kTcPitch;
     // This block's scales, read now so that their latency hides behind the MMAs.
     const float sb = b_scale[kb * n_blocks + n0 / kScaleBlock];

@@ -117,13 +117,9 @@ function(build2cmake_add_extension name)
   target_include_directories(${name} PRIVATE ${arg_INCLUDES})
   # Only the C++ libraries: the op library never touches torch's Python bindings.
   target_link_libraries(${name} PRIVATE build2cmake::torch)
-  # Hidden by default, so that two builds of a kernel loaded side by side never bind to each
-  # other's functions. Inline functions keep default visibility: hiding them would give the
-  # extension private copies of C++ standard library templates (GCC 13, C++20), whose static
-  # members (std::locale facet ids) then disagree with libstdc++'s, which crashes stream output.
-  set_target_properties(${name} PROPERTIES
-    CXX_STANDARD 20
-    CXX_VISIBILITY_PRESET hidden)
+  # Default symbol visibility, as torch.utils.cpp_extension builds: Python loads extension
+  # modules RTLD_LOCAL, so two builds of a kernel do not bind to each other's symbols.
+  set_target_properties(${name} PROPERTIES CXX_STANDARD 20)
   # The backend's module may add what the bindings need (e.g. HIP headers and runtime).
   if(COMMAND build2cmake_configure_extension_${BUILD2CMAKE_SELECTED_BACKEND})
     cmake_language(CALL build2cmake_configure_extension_${BUILD2CMAKE_SELECTED_BACKEND} ${name})
@@ -147,9 +143,6 @@ function(build2cmake_kernel_common extension target)
         "${BUILD2CMAKE_SELECTED_BACKEND} backend of this build2cmake does not provide.")
     endif()
   endforeach()
-  set_target_properties(${target} PROPERTIES
-    POSITION_INDEPENDENT_CODE ON
-    CXX_STANDARD 20
-    CXX_VISIBILITY_PRESET hidden)
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_STANDARD 20)
   target_link_libraries(${extension} PRIVATE ${target})
 endfunction()
