@@ -133,6 +133,7 @@ function(build2cmake_add_cuda_kernel extension target)
   target_compile_options(${target} PRIVATE
     "$<$<COMPILE_LANGUAGE:CUDA>:${gencode};${BUILD2CMAKE_CUDA_NVCC_FLAGS};${arg_CUDA_FLAGS}>")
   target_link_libraries(${target} PRIVATE CUDA::cudart)
-  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 20)
+  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES OFF
+    CUDA_STANDARD ${BUILD2CMAKE_CXX_STANDARD})
   message(STATUS "build2cmake: ${target} compiles CUDA for ${arg_CAPABILITIES}")
 endfunction()

@@ -165,6 +165,7 @@ function(build2cmake_add_rocm_kernel extension target)
   target_compile_options(${target} PRIVATE
     "$<$<COMPILE_LANGUAGE:HIP>:${arch_flags};${arg_HIP_FLAGS}>")
   target_link_libraries(${target} PRIVATE hip::host)
-  set_target_properties(${target} PROPERTIES HIP_ARCHITECTURES OFF HIP_STANDARD 20)
+  set_target_properties(${target} PROPERTIES HIP_ARCHITECTURES OFF
+    HIP_STANDARD ${BUILD2CMAKE_CXX_STANDARD})
   message(STATUS "build2cmake: ${target} compiles HIP for ${arg_ARCHS}")
 endfunction()

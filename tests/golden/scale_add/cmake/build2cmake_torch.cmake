@@ -92,6 +92,12 @@ macro(build2cmake_find_torch)
       list(APPEND _b2c_torch_libs c10_hip torch_hip)
     endif()
   endif()
+  # The C++ standard torch itself was compiled with (its target says: 17 up to torch 2.12, 20
+  # from 2.13); headers and the standard library must see the same one.
+  get_target_property(BUILD2CMAKE_CXX_STANDARD torch CXX_STANDARD)
+  if(NOT BUILD2CMAKE_CXX_STANDARD OR BUILD2CMAKE_CXX_STANDARD LESS 17)
+    set(BUILD2CMAKE_CXX_STANDARD 17)
+  endif()
   foreach(_b2c_lib IN LISTS _b2c_torch_libs)
     find_library(_b2c_lib_path ${_b2c_lib} PATHS "${TORCH_INSTALL_PREFIX}/lib"
       NO_DEFAULT_PATH NO_CACHE REQUIRED)
@@ -119,7 +125,7 @@ function(build2cmake_add_extension name)
   target_link_libraries(${name} PRIVATE build2cmake::torch)
   # Default symbol visibility, as torch.utils.cpp_extension builds: Python loads extension
   # modules RTLD_LOCAL, so two builds of a kernel do not bind to each other's symbols.
-  set_target_properties(${name} PROPERTIES CXX_STANDARD 20)
+  set_target_properties(${name} PROPERTIES CXX_STANDARD ${BUILD2CMAKE_CXX_STANDARD})
   # The backend's module may add what the bindings need (e.g. HIP headers and runtime).
   if(COMMAND build2cmake_configure_extension_${BUILD2CMAKE_SELECTED_BACKEND})
     cmake_language(CALL build2cmake_configure_extension_${BUILD2CMAKE_SELECTED_BACKEND} ${name})
@@ -143,6 +149,7 @@ function(build2cmake_kernel_common extension target)
         "${BUILD2CMAKE_SELECTED_BACKEND} backend of this build2cmake does not provide.")
     endif()
   endforeach()
-  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_STANDARD 20)
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON
+    CXX_STANDARD ${BUILD2CMAKE_CXX_STANDARD})
   target_link_libraries(${extension} PRIVATE ${target})
 endfunction()
