@@ -6,7 +6,9 @@ that several builds of the kernel can be loaded side by side; use `ops` and
 `add_op_namespace_prefix` instead of spelling the namespace out.
 """
 
+import ctypes
 import importlib
+import sys
 
 import torch
 
@@ -18,7 +20,21 @@ _EXTENSIONS = {
 }
 
 
+def _make_cxx_runtime_global() -> None:
+    # Python loads extensions RTLD_LOCAL, and torch does not put libstdc++ in the global scope,
+    # so an extension resolves its own weak copies of C++ standard library templates (which some
+    # compilers emit, e.g. GCC 13) before libstdc++'s. Their static members, such as std::locale
+    # facet ids, then disagree with libstdc++'s and stream output crashes. With the (already
+    # loaded) libstdc++ global, every copy binds to libstdc++'s.
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libstdc++.so.6", mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            pass
+
+
 def _load_extension() -> str:
+    _make_cxx_runtime_global()
     for name in _EXTENSIONS:
         try:
             importlib.import_module(f"{__package__}.{name}")
