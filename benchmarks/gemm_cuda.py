@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
+import subprocess
 from collections.abc import Callable
 
 import gemm
@@ -82,6 +83,14 @@ def cublas_blockwise(a, b, a_scale, b_scale) -> Callable[[], torch.Tensor] | str
     return "refused: " + " | ".join(problems)
 
 
+def driver_version() -> str:
+    try:
+        query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+        return subprocess.run(query, capture_output=True, text=True, check=True).stdout.split()[0]
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        return "unknown"
+
+
 def time_ms(fn: Callable[[], object], warmup: int, runs: int) -> float:
     for _ in range(warmup):
         fn()
@@ -107,7 +116,7 @@ def main() -> None:
     props = torch.cuda.get_device_properties(0)
     lines = [
         f"GPU: {props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} SMs); "
-        f"driver {torch.cuda.driver_version() if hasattr(torch.cuda, 'driver_version') else '?'}; "
+        f"driver {driver_version()}; "
         f"torch {torch.__version__}, CUDA {torch.version.cuda}",
         "",
         "| M x N x K | rel. error vs f64 | ours TFLOP/s | cuBLAS blockwise | deq+bf16 | "
