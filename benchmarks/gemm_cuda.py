@@ -23,6 +23,7 @@ from collections.abc import Callable
 import gemm
 import torch
 import torch.nn.functional as F
+from gemm.reference import gemm_reference as reference
 
 SHAPES = [  # M, N, K
     (1024, 1536, 7168),
@@ -42,12 +43,6 @@ def make_inputs(m: int, n: int, k: int, seed: int):
     a_scale = torch.exp(torch.randn(k // 128, m, device="cuda", generator=g))
     b_scale = torch.exp(torch.randn(k // 128, n // 128, device="cuda", generator=g))
     return a, b, a_scale, b_scale
-
-
-def reference(a, b, a_scale, b_scale) -> torch.Tensor:
-    a64 = a.double() * a_scale.double().t().repeat_interleave(128, dim=1)
-    b_full = b_scale.double().repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
-    return a64 @ (b.double() * b_full)
 
 
 def dequantised_bf16(a, b, a_scale, b_scale) -> torch.Tensor:

@@ -197,9 +197,19 @@ def test_configure_stops_on_a_capability_nvcc_cannot_build(
     (root / "build.toml").write_text(text)
     generate_torch(root / "build.toml")
     result = subprocess.run(
-        ["cmake", "-S", str(root), "-B", str(tmp_path / "b"), "-G", "Ninja",
-         "-DBUILD2CMAKE_BACKEND=cuda"],
-        capture_output=True, text=True, check=False,
+        [
+            "cmake",
+            "-S",
+            str(root),
+            "-B",
+            str(tmp_path / "b"),
+            "-G",
+            "Ninja",
+            "-DBUILD2CMAKE_BACKEND=cuda",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode != 0
     message = " ".join(result.stderr.split())

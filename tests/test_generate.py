@@ -167,7 +167,11 @@ def test_bad_ops_id_and_undeclared_backend_are_user_errors(
 
 def test_metal_parses_but_generate_refuses_it(project: Callable[[str], Path]) -> None:
     root = project("scale_add")
-    text = (root / "build.toml").read_text().replace('["cpu", "cuda", "rocm"]', '["cpu", "cuda", "rocm", "metal"]')
+    text = (
+        (root / "build.toml")
+        .read_text()
+        .replace('["cpu", "cuda", "rocm"]', '["cpu", "cuda", "rocm", "metal"]')
+    )
     (root / "build.toml").write_text(text)
     assert run_cli("validate", root / "build.toml").returncode == 0
     with pytest.raises(BuildConfigError, match="'metal' is not supported by this build2cmake"):

@@ -12,6 +12,8 @@ from ._ops import add_op_namespace_prefix, backend, ops
 
 __all__ = ["backend", "gemm", "ops"]
 
+# gemm.reference.gemm_reference: the same computation in float64, for tests and benchmarks.
+
 
 def gemm(
     a: torch.Tensor,

@@ -6,6 +6,7 @@ that several builds of the kernel can be loaded side by side; use `ops` and
 `add_op_namespace_prefix` instead of spelling the namespace out.
 """
 
+import contextlib
 import ctypes
 import importlib
 import sys
@@ -27,10 +28,8 @@ def _make_cxx_runtime_global() -> None:
     # facet ids, then disagree with libstdc++'s and stream output crashes. With the (already
     # loaded) libstdc++ global, every copy binds to libstdc++'s.
     if sys.platform.startswith("linux"):
-        try:
+        with contextlib.suppress(OSError):
             ctypes.CDLL("libstdc++.so.6", mode=ctypes.RTLD_GLOBAL)
-        except OSError:
-            pass
 
 
 def _load_extension() -> str:
