@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -16,6 +15,13 @@ from build2cmake.offload import hip_bundles
 from tests.conftest import BuildEnv, cuobjdump, requires_nvcc, requires_rocm_toolchain
 
 pytestmark = pytest.mark.compile
+
+
+def configure(root: Path, build_dir: Path, backend: str) -> subprocess.CompletedProcess[str]:
+    """Run only CMake's configure step of a generated project for `backend`."""
+    command = ["cmake", "-S", str(root), "-B", str(build_dir), "-G", "Ninja",
+               f"-DBUILD2CMAKE_BACKEND={backend}"]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, check=False)
 
 
 def extension(root: Path, backend: str) -> Path:
@@ -119,22 +125,7 @@ def test_configure_stops_on_an_arch_the_hip_compiler_cannot_build(
     text = (root / "build.toml").read_text().replace('["gfx90a", "gfx940"]', '["gfx90a", "gfx950"]')
     (root / "build.toml").write_text(text)
     generate_torch(root / "build.toml")
-    result = subprocess.run(
-        [
-            "cmake",
-            "-S",
-            str(root),
-            "-B",
-            str(tmp_path / "b"),
-            "-G",
-            "Ninja",
-            "-DBUILD2CMAKE_BACKEND=rocm",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "CMAKE_PREFIX_PATH": ""},
-    )
+    result = configure(root, tmp_path / "b", "rocm")
     assert result.returncode != 0
     message = " ".join(result.stderr.split())
     assert "rocm-archs of kernel_scale_add_rocm lists 'gfx950'" in message
@@ -196,21 +187,7 @@ def test_configure_stops_on_a_capability_nvcc_cannot_build(
     text = (root / "build.toml").read_text().replace('["8.0+PTX", "9.0a"]', '["3.5", "9.0a"]')
     (root / "build.toml").write_text(text)
     generate_torch(root / "build.toml")
-    result = subprocess.run(
-        [
-            "cmake",
-            "-S",
-            str(root),
-            "-B",
-            str(tmp_path / "b"),
-            "-G",
-            "Ninja",
-            "-DBUILD2CMAKE_BACKEND=cuda",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = configure(root, tmp_path / "b", "cuda")
     assert result.returncode != 0
     message = " ".join(result.stderr.split())
     assert "cuda-capabilities of kernel_ops_cuda lists '3.5'" in message
