@@ -14,7 +14,14 @@ import tomlkit
 
 from build2cmake.config import load_project, read_document
 from build2cmake.errors import Build2CMakeError, BuildConfigError
-from build2cmake.fileset import MANIFEST_NAME, Manifest, WriteReport, content_hash, write_fileset
+from build2cmake.fileset import (
+    MANIFEST_NAME,
+    Manifest,
+    WriteReport,
+    content_hash,
+    locked,
+    write_fileset,
+)
 from build2cmake.model import BUILDABLE_BACKENDS, Project
 from build2cmake.render import BUILD_DIR, RenderOptions, render_project
 
@@ -96,6 +103,11 @@ def clean(
     A generated file the user edited since is kept (and listed) unless `force`.
     """
     target = _checked_target(build_toml, target_dir)
+    with locked(target):
+        return _clean_locked(target, dry_run=dry_run, force=force)
+
+
+def _clean_locked(target: Path, *, dry_run: bool, force: bool) -> CleanReport:
     manifest = Manifest.read(target)
     if manifest is None:
         if (target / MANIFEST_NAME).exists():
@@ -162,7 +174,7 @@ def update_build(build_toml: Path) -> bool:
 def _checked_target(build_toml: Path, target_dir: Path | None) -> Path:
     """The target folder, refusing the filesystem root and the home folder."""
     target = target_dir if target_dir is not None else build_toml.parent
-    if target_dir is not None and not target.exists():
+    if not target.exists():
         raise Build2CMakeError(f"{target}: target folder does not exist")
     if target.exists() and not target.is_dir():
         raise Build2CMakeError(f"{target}: target is a file, not a folder")

@@ -8,6 +8,7 @@ content it wrote. That is how a later generate tells "ours, unchanged" (safe to 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -85,6 +86,25 @@ def write_fileset(
     """
     if not target_dir.is_dir():
         raise Build2CMakeError(f"{target_dir}: target folder does not exist or is not a folder")
+    with locked(target_dir):
+        return _write_locked(fileset, target_dir, build_dirs, force)
+
+
+@contextlib.contextmanager
+def locked(target_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the target folder itself, so that concurrent generate and clean
+    runs on one project take turns (and never sweep each other's temporary files)."""
+    fd = os.open(target_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _write_locked(
+    fileset: FileSet, target_dir: Path, build_dirs: tuple[str, ...], force: bool
+) -> WriteReport:
     previous = Manifest.read(target_dir)
     recorded = previous.files if previous else {}
 
@@ -129,6 +149,7 @@ def write_fileset(
                 on_disk.unlink()
                 removed.append(name)
 
+    _remove_stale_temporaries(target_dir, [*fileset, PurePosixPath(MANIFEST_NAME)])
     for path in to_write:
         _atomic_write(target_dir / path, fileset.files[path])
     manifest = Manifest(
@@ -151,11 +172,25 @@ def _blocking_parent(target_dir: Path, path: PurePosixPath) -> Path | None:
     return None
 
 
+def _temporary_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def _remove_stale_temporaries(target_dir: Path, paths: list[PurePosixPath]) -> None:
+    """Delete temporary files a killed generate left next to the files it writes."""
+    for path in paths:
+        on_disk = target_dir / path
+        if on_disk.parent.is_dir():
+            for stale in on_disk.parent.glob(f"{_temporary_prefix(on_disk)}*.tmp"):
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+
+
 def _atomic_write(path: Path, content: bytes) -> None:
     """Write through a temporary file in the same folder and rename it over the target."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
     except OSError as e:
         raise Build2CMakeError(f"{path}: cannot write ({e.strerror})") from None
     try:
