@@ -8,6 +8,7 @@ from __future__ import annotations
 import gemm
 import pytest
 import torch
+from gemm.reference import dequantize
 from gemm.reference import gemm_reference as reference
 
 FP8_FORMATS = [torch.float8_e4m3fnuz, torch.float8_e4m3fn]
@@ -155,3 +156,59 @@ def test_torch_compile_traces_the_op(device: str):
     expected = scaled_relu_gemm(a, b, sa, sb)
     assert torch.equal(compiled(a, b, sa, sb), expected)
     assert expected.abs().max() > 0
+
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+# Scales from tiny to large (finite ones kept below 1e14 so float32 accumulation cannot overflow
+# where float64 does not), exact zeros and infinities.
+SCALES = [0.0, 1e-30, 1e-3, 1.0, 7.5, 1e14, float("inf"), -float("inf"), -2.0]
+NAN_CODES = {torch.float8_e4m3fn: [0x7F, 0xFF], torch.float8_e4m3fnuz: [0x80]}
+
+
+@hypothesis.settings(max_examples=60, deadline=None)
+@hypothesis.given(
+    m=st.integers(1, 40),
+    n=st.sampled_from([128, 256]),
+    k=st.sampled_from([128, 256, 384]),
+    fp8=st.sampled_from(FP8_FORMATS),
+    seed=st.integers(0, 2**31 - 1),
+    special_scales=st.lists(st.sampled_from(SCALES), max_size=4),
+    nan_count=st.integers(0, 3),
+)
+def test_cpu_property_extreme_scales_zeros_nan_inf_propagate_like_the_reference(
+    m, n, k, fp8, seed, special_scales, nan_count
+):
+    """On the CPU path: random valid shapes, scales spanning 60 decades plus 0 and +-inf, and
+    NaN codes in the inputs; NaN/inf land where the float64 reference puts them and finite values
+    agree within bf16 rounding plus a float32 accumulation bound."""
+    if gemm.backend != "cpu":
+        pytest.skip("the property test covers the CPU path")
+    g = torch.Generator().manual_seed(seed)
+    a = (torch.randn(m, k, generator=g) * 8).to(fp8)
+    b = (torch.randn(k, n, generator=g) * 8).to(fp8)
+    a_scale = torch.exp(torch.randn(k // 128, m, generator=g) * 3)
+    b_scale = torch.exp(torch.randn(k // 128, n // 128, generator=g) * 3)
+    for i, value in enumerate(special_scales):  # put the special values at seeded places
+        target = a_scale if i % 2 == 0 else b_scale
+        flat = target.view(-1)
+        flat[int(torch.randint(flat.numel(), (1,), generator=g))] = value
+    for _ in range(nan_count):
+        operand = a if torch.rand(1, generator=g) < 0.5 else b
+        raw = operand.view(torch.uint8).view(-1)
+        code = NAN_CODES[fp8][int(torch.randint(len(NAN_CODES[fp8]), (1,), generator=g))]
+        raw[int(torch.randint(raw.numel(), (1,), generator=g))] = code
+
+    out = gemm.gemm(a, b, a_scale, b_scale).double()
+    ref = reference(a, b, a_scale, b_scale)
+    a64, b64 = dequantize(a, a_scale, b, b_scale)
+    magnitude = a64.abs() @ b64.abs()
+
+    assert torch.equal(out.isnan(), ref.isnan())
+    infinite = ref.isinf()
+    assert torch.equal(out.isinf(), infinite)
+    assert torch.equal(out[infinite], ref[infinite])
+    finite = ~(ref.isnan() | infinite)
+    bound = 2.0**-8 * ref[finite].abs() + 1e-4 * magnitude[finite] + 1e-38
+    assert bool(((out[finite] - ref[finite]).abs() <= bound).all())
