@@ -12,6 +12,8 @@ from pathlib import Path
 
 import tomlkit
 
+from build2cmake import builder
+from build2cmake.builder import BuildReport
 from build2cmake.config import load_project, read_document
 from build2cmake.errors import Build2CMakeError, BuildConfigError
 from build2cmake.fileset import (
@@ -23,7 +25,7 @@ from build2cmake.fileset import (
     write_fileset,
 )
 from build2cmake.model import BUILDABLE_BACKENDS, Project
-from build2cmake.render import BUILD_DIR, RenderOptions, render_project
+from build2cmake.render import BUILD_DIR, RenderOptions, extension_name, render_project
 
 # What clean removes besides the generated files: the build folder of the generated pyproject
 # and any variant of it (e.g. `-C build-dir=build/cmake-rocm`).
@@ -61,12 +63,6 @@ def generate_torch(
             f"{unsupported[0]!r} is not supported by this build2cmake "
             f"(it builds {', '.join(BUILDABLE_BACKENDS)}); remove it to build the others",
         )
-    if project.universal:
-        raise BuildConfigError(
-            build_toml,
-            "[general].universal",
-            "universal (pure-Python) kernels are not supported by this build2cmake yet",
-        )
     if backend is not None and backend not in project.backends:
         raise Build2CMakeError(
             f"--backend {backend}: build.toml declares only {', '.join(project.backends)}"
@@ -85,6 +81,42 @@ def generate_torch(
     )
     fileset = render_project(project, options)
     return write_fileset(fileset, target, build_dirs=BUILD_DIR_PATTERNS, force=force)
+
+
+def build(
+    build_toml: Path,
+    *,
+    backend: str | None = None,
+    ops_id: str | None = None,
+    defines: tuple[str, ...] = (),
+    jobs: int | None = None,
+    force: bool = False,
+) -> tuple[WriteReport, BuildReport]:
+    """generate-torch in the project folder, then compile and write build/<variant>/."""
+    report = generate_torch(build_toml, force=force, backend=backend, ops_id=ops_id)
+    project = load_project(build_toml)
+    chosen_id = ops_id or default_ops_id(build_toml)
+    names = [*BUILDABLE_BACKENDS, "universal"]
+    extension_for = {
+        b: extension_name(project, b, chosen_id)
+        for b in names
+        if b in project.backends or (b == "universal" and project.universal)
+    }
+    for define in defines:
+        if "=" not in define:
+            raise Build2CMakeError(
+                f"-D {define}: use -D NAME=VALUE, e.g. -D BUILD2CMAKE_ROCM_ARCHS=gfx90a"
+            )
+    built = builder.build(
+        project,
+        build_toml.parent,
+        backend=backend,
+        extension_for=extension_for,
+        defines=defines,
+        jobs=jobs,
+        force=force,
+    )
+    return report, built
 
 
 @dataclass(frozen=True)
@@ -133,13 +165,19 @@ def _clean_locked(target: Path, *, dry_run: bool, force: bool) -> CleanReport:
         if found.is_dir() and not found.is_symlink()
     )
     removed.extend(d + "/" for d in build_dirs)
+    removed.extend(f"build/{variant}/" for variant in builder.owned_variants(target))
+    if (target / builder.VARIANTS_RECORD).is_file():
+        removed.append(builder.VARIANTS_RECORD)
+    link = target / "compile_commands.json"
+    if link.is_symlink() and _points_into_build(link, target):
+        removed.append(link.name)
     if not dry_run:
         for name in removed:
             path = target / name
             if name.endswith("/"):
                 shutil.rmtree(path)
             else:
-                path.unlink()
+                path.unlink(missing_ok=True)
             _remove_empty_parents(path.parent, target)
         if not kept:
             (target / MANIFEST_NAME).unlink()
@@ -186,6 +224,16 @@ def _checked_target(build_toml: Path, target_dir: Path | None) -> Path:
             "put build.toml in its own project folder"
         )
     return target
+
+
+def _points_into_build(link: Path, target: Path) -> bool:
+    """Whether the symlink `link` is the compile_commands.json link a generated build made."""
+    destination = os.readlink(link)
+    build = str((target / "build").resolve()) + os.sep
+    return destination.endswith("/compile_commands.json") and (
+        str(Path(destination).parent.resolve()).startswith(build)
+        or destination.startswith(str(target / "build") + os.sep)
+    )
 
 
 def _remove_empty_parents(folder: Path, stop: Path) -> None:

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from build2cmake import __version__, api
+from build2cmake import __version__, api, doctor
 from build2cmake.errors import Build2CMakeError
 from build2cmake.model import BUILDABLE_BACKENDS
 
@@ -70,6 +70,44 @@ def _parser() -> argparse.ArgumentParser:
     cln.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
     cln.add_argument("--force", action="store_true", help="also remove generated files you edited")
 
+    bld = commands.add_parser(
+        "build",
+        help="generate, compile and lay the kernel out as build/<variant>/ for `kernels`",
+        description="Generate (as generate-torch), compile with CMake + Ninja for one backend "
+        "and write build/<variant>/ (Python package, extension, metadata.json), the layout the "
+        "Hugging Face kernels library loads with get_local_kernel and from Hub repositories.",
+    )
+    bld.add_argument("build_toml", type=Path, metavar="BUILD_TOML")
+    bld.add_argument(
+        "--backend",
+        choices=BUILDABLE_BACKENDS,
+        help="backend to build (default: the installed torch's)",
+    )
+    bld.add_argument("--ops-id", metavar="ID", help="as for generate-torch")
+    bld.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a CMake cache entry, e.g. -D BUILD2CMAKE_ROCM_ARCHS='gfx90a;gfx940' (repeatable)",
+    )
+    bld.add_argument("-j", "--jobs", type=int, metavar="N", help="parallel compile jobs")
+    bld.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite edited generated files and variant folders build2cmake did not make",
+    )
+
+    doc = commands.add_parser(
+        "doctor",
+        help="what this machine can build: torch, HIP/CUDA compilers, archs, fixes",
+        description="Report the torch, HIP and CUDA toolchains found here, which archs each can "
+        "compile, and (given BUILD_TOML) which of its archs cannot be built here, why, and the "
+        "command that fixes it. Exit 0 when everything build.toml needs is here, 1 otherwise.",
+    )
+    doc.add_argument("build_toml", type=Path, nargs="?", metavar="BUILD_TOML")
+
     upd = commands.add_parser(
         "update-build", help="rewrite an older build.toml in the current format, keeping comments"
     )
@@ -119,6 +157,23 @@ def _run(args: argparse.Namespace) -> int:
             print(f"kept {name} (edited since generate; --force removes it)")
         if not clean_report.removed and not clean_report.kept_edited:
             print("nothing to clean")
+    elif args.command == "build":
+        _, built = api.build(
+            args.build_toml,
+            backend=args.backend,
+            ops_id=args.ops_id,
+            defines=tuple(args.defines),
+            jobs=args.jobs,
+            force=args.force,
+        )
+        backend = built.metadata["backend"]
+        assert isinstance(backend, dict)
+        archs = ", ".join(backend.get("archs", [])) or "-"
+        print(f"built {built.path} (backend {backend['type']}, archs {archs})")
+    elif args.command == "doctor":
+        diagnosis = doctor.diagnose(args.build_toml)
+        print(diagnosis.text)
+        return 0 if diagnosis.ok else 1
     elif args.command == "update-build":
         if api.update_build(args.build_toml):
             print(f"{args.build_toml}: rewritten in the current format")

@@ -68,6 +68,7 @@ GENERAL_KEYS: dict[str, KeySpec] = {
     "version": KeySpec("int", doc="major version of the kernel"),
     "universal": KeySpec("bool", doc="a pure-Python kernel with nothing to compile"),
     "python-depends": KeySpec("str-list", doc="extra Python dependencies"),
+    "license": KeySpec("str", doc="SPDX license of the kernel, written to metadata.json"),
     "hub": KeySpec("table", doc="Hugging Face Hub settings"),
     "cuda": KeySpec("table", doc="CUDA toolkit version bounds"),
 }
@@ -163,6 +164,9 @@ class _Validator:
             if version < 0:
                 raise self.error("[general].version", f"{version} is negative; use 0 or more")
         python_depends = self.python_depends(general.get("python-depends", []))
+        license_id = general.get("license")
+        if license_id is not None:
+            license_id = self.string(license_id, "[general].license")
         hub = self.table(general.get("hub", {}), "[general.hub]")
         self.check_keys(hub, HUB_KEYS, "[general.hub]")
         repo_id = hub.get("repo-id")
@@ -221,6 +225,7 @@ class _Validator:
             version=version,
             hub_repo_id=repo_id,
             python_depends=python_depends,
+            license=license_id,
             backends_inferred=backends_inferred,
             cuda_minver=cuda_bounds[0],
             cuda_maxver=cuda_bounds[1],

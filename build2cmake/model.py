@@ -55,6 +55,7 @@ class Project:
     version: int | None = None
     hub_repo_id: str | None = None
     python_depends: tuple[str, ...] = ()
+    license: str | None = None
     # True when build.toml had no `[general].backends` (the older format).
     backends_inferred: bool = False
     cuda_minver: str | None = None

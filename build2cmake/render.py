@@ -90,6 +90,11 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
         return env.get_template(template).render(context, header=header)
 
     files = FileSet()
+    if project.universal:
+        context["universal_namespace"] = extension_name(project, "universal", options.ops_id)
+        files.add("pyproject.toml", render("common/pyproject_universal.toml.j2"))
+        files.add(PurePosixPath("torch-ext") / package / "_ops.py", render("_ops_universal.py.j2"))
+        return files
     files.add("CMakeLists.txt", render("common/CMakeLists.txt.j2"))
     files.add("pyproject.toml", render("common/pyproject.toml.j2"))
     files.add("cmake/build2cmake_torch.cmake", render("common/build2cmake_torch.cmake.j2"))

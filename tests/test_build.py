@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -67,8 +68,10 @@ def test_cpu_build_imports_computes_and_rebuilds_after_an_edit(
     assert "relu [0.0, 0.0, 4.0]" in result.stdout
     assert so.stat().st_mtime_ns > mtime
 
-    # compile_commands.json is there for editors (clangd).
-    commands = json.loads((root / "build" / "cmake" / "compile_commands.json").read_text())
+    # compile_commands.json is where editors (clangd) look: linked from the project folder.
+    link = root / "compile_commands.json"
+    assert link.is_symlink() and link.resolve() == root / "build/cmake/compile_commands.json"
+    commands = json.loads(link.read_text())
     assert any(c["file"].endswith("cpu/ops_cpu.cpp") for c in commands)
 
     source.write_text(source.read_text().replace("x.clamp_min(0) * 2", "x.clamp_min(0)"))
@@ -115,6 +118,18 @@ except RuntimeError as e:
     assert "call: scale_add: no ROCm device is present (hipGetDeviceCount: hipErrorNoDevice)" in (
         lines
     )
+
+    # clangd reads the linked compile_commands.json: the HIP kernel and the bindings parse cleanly.
+    clangd = shutil.which("clangd-15") or shutil.which("clangd")
+    if clangd is None:
+        pytest.skip("no clangd (apt-get install clangd-15) to check compile_commands.json with")
+    for source in ("hip/scale_add.hip", "torch-ext/torch_binding.cpp"):
+        checked = subprocess.run(
+            [clangd, f"--check={source}"], capture_output=True, text=True, cwd=root, check=False
+        )
+        log = checked.stdout + checked.stderr
+        assert "Loaded compilation database from" in log and f"{root}/compile_commands.json" in log
+        assert checked.returncode == 0 and "All checks completed, 0 errors" in log, log[-2000:]
 
 
 @requires_rocm_toolchain

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 
 from build2cmake.api import generate_torch
 from build2cmake.offload import hip_bundles
-from tests.conftest import REPO, BuildEnv, requires_rocm_toolchain
+from tests.conftest import REPO, BuildEnv, cuobjdump, requires_nvcc, requires_rocm_toolchain
 
 pytestmark = pytest.mark.compile
 
@@ -94,3 +95,34 @@ def test_gemm_rocm_build_carries_matrix_core_code_for_gfx940_and_imports(
     counts = summary(result.stdout.splitlines()[-1])
     assert counts.get("passed", 0) == 0 and counts["skipped"] >= 20
     assert "this is the rocm build of gemm and no ROCm device is present" in result.stdout
+
+
+@requires_nvcc
+def test_gemm_cuda_build_has_the_cutlass_kernel_for_sm90a_only_and_imports(
+    tmp_path: Path, build_env: BuildEnv
+) -> None:
+    tool = cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump (pip install nvidia-cuda-cuobjdump)")
+    if importlib.util.find_spec("cutlass_library") is None:
+        pytest.skip("no CUTLASS headers (pip install --no-deps nvidia-cutlass)")
+    root = copy_gemm(tmp_path)
+    generate_torch(root / "build.toml")
+    build_env.pip_install(root, "cmake.define.BUILD2CMAKE_BACKEND=cuda")
+    (so,) = [p for p in (root / "build" / "cmake").rglob("_gemm_cuda_*.so") if "install" in p.parts]
+
+    # One "Fatbin elf code" block per cubin: its arch, then its kernel (ENTRY) symbols.
+    dump = subprocess.run([tool, "-symbols", str(so)], capture_output=True, text=True, check=True)
+    cubins = []
+    for block in dump.stdout.split("Fatbin elf code:")[1:]:
+        arch = re.search(r"arch = (\S+)", block)
+        assert arch, block
+        cubins.append((arch.group(1), set(re.findall(r"ENTRY\s+(\S+)", block))))
+    cutlass = [arch for arch, names in cubins if any("GemmUniversal" in n for n in names)]
+    mma = [arch for arch, names in cubins if any("gemm_tensor_core_kernel" in n for n in names)]
+    # gemm_cuda (our mma.sync kernel) for 8.9 and 9.0a; gemm_sm90 (CUTLASS) for 9.0a alone.
+    assert sorted(mma) == ["sm_89", "sm_90a"] and cutlass == ["sm_90a"], cubins
+    assert len(cubins) == 3
+
+    result = build_env.run("import gemm; print(gemm.backend)")
+    assert result.returncode == 0 and result.stdout.strip() == "cuda", result.stderr

@@ -1,17 +1,13 @@
 #include <cuda_runtime.h>
 
 #include "../gemm/portable_kernel.h"
+#include "device.h"
 #include "gemm_cuda.h"
 #include "tensor_core_kernel.cuh"
 
 extern "C" int gemm_cuda_uses_tensor_cores() {
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
-    return 0;
   // fp8 mma.sync exists from sm_89 (Ada) on.
-  return major * 10 + minor >= 89;
+  return fp8gemm::current_compute_capability() >= 89;
 }
 
 extern "C" cudaError_t gemm_cuda_run(uint16_t* out, const uint8_t* a, const uint8_t* b_or_bt,

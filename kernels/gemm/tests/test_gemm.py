@@ -212,3 +212,23 @@ def test_cpu_property_extreme_scales_zeros_nan_inf_propagate_like_the_reference(
     finite = ~(ref.isnan() | infinite)
     bound = 2.0**-8 * ref[finite].abs() + 1e-4 * magnitude[finite] + 1e-38
     assert bool(((out[finite] - ref[finite]).abs() <= bound).all())
+
+
+@pytest.mark.parametrize("kernel", ["default", "mma"])
+def test_cuda_kernels_match_the_reference_at_random_shapes(
+    device: str, kernel: str, monkeypatch: pytest.MonkeyPatch
+):
+    """On an H100 "default" is the CUTLASS (TMA + wgmma) kernel, "mma" our mma.sync kernel."""
+    if gemm.backend != "cuda":
+        pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
+    if kernel == "mma":
+        monkeypatch.setenv("GEMM_CUDA_KERNEL", "mma")
+    g = torch.Generator().manual_seed(20261122)
+    for _ in range(12):
+        m = int(torch.randint(1, 2000, (1,), generator=g))
+        n = 128 * int(torch.randint(1, 12, (1,), generator=g))
+        k = 128 * int(torch.randint(1, 24, (1,), generator=g))
+        a, b, a_scale, b_scale = make_inputs(m, n, k, torch.float8_e4m3fn, device, seed=m + n + k)
+        out = gemm.gemm(a, b, a_scale, b_scale)
+        ref = reference(a.cpu(), b.cpu(), a_scale.cpu(), b_scale.cpu())
+        assert relative_error(out.cpu(), ref) < 1e-2, (kernel, m, n, k)

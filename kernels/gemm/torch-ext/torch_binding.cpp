@@ -2,6 +2,8 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "../gemm/fp8.h"
 #include "registration.h"
@@ -22,6 +24,7 @@
 #include <cuda_runtime_api.h>
 
 #include "../gemm_cuda/gemm_cuda.h"
+#include "../gemm_cuda/gemm_sm90.h"
 #if defined(BUILD2CMAKE_TORCH_MATCHES_BACKEND)
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -80,6 +83,15 @@ T* data(const torch::Tensor& t) {
   return static_cast<T*>(t.data_ptr());
 }
 
+#if defined(CUDA_KERNEL)
+// The CUTLASS sm_90a path runs on compute capability 9.0 unless GEMM_CUDA_KERNEL=mma names the
+// portable tensor-core kernel (the benchmark and the GPU tests compare the two).
+bool use_sm90() {
+  const char* choice = std::getenv("GEMM_CUDA_KERNEL");
+  return !(choice != nullptr && std::string(choice) == "mma") && gemm_sm90_available();
+}
+#endif
+
 }  // namespace
 
 void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
@@ -125,8 +137,27 @@ void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
   TORCH_CHECK(cudaSetDevice(a.get_device()) == cudaSuccess, "gemm: cannot select ", a.device());
   const cudaStream_t stream = nullptr;
 #endif
-  // The tensor-core kernel reads b as bt (N x K, K contiguous): one transposing copy, a few
+  // The tensor-core kernels read b as bt (N x K, K contiguous): one transposing copy, a few
   // microseconds next to the product.
+  if (use_sm90()) {
+    const torch::Tensor bt = b.t().contiguous();
+    // CUTLASS's TMA wants a_scale's rows 16-byte aligned: pad M to a multiple of 4 if needed.
+    const int64_t a_scale_ld = (m + 3) / 4 * 4;
+    torch::Tensor a_scale_operand = a_scale;
+    if (a_scale_ld != m) {
+      a_scale_operand = torch::zeros({k / 128, a_scale_ld}, a_scale.options());
+      a_scale_operand.narrow(1, 0, m).copy_(a_scale);
+    }
+    const size_t workspace_bytes = gemm_sm90_workspace_bytes(m, n, k, a_scale_ld);
+    const torch::Tensor workspace = torch::empty(
+        {static_cast<int64_t>(workspace_bytes)}, a.options().dtype(torch::kUInt8));
+    const cudaError_t status =
+        gemm_sm90_run(data<uint16_t>(out), data<uint8_t>(a), data<uint8_t>(bt),
+                      data<float>(a_scale_operand), a_scale_ld, data<float>(b_scale), m, n, k,
+                      workspace_bytes ? workspace.data_ptr() : nullptr, stream);
+    TORCH_CHECK(status == cudaSuccess, "gemm: CUDA launch failed: ", cudaGetErrorString(status));
+    return;
+  }
   const torch::Tensor b_operand = gemm_cuda_uses_tensor_cores() ? b.t().contiguous() : b;
   const cudaError_t status = gemm_cuda_run(data<uint16_t>(out), data<uint8_t>(a),
                                            data<uint8_t>(b_operand), data<float>(a_scale),

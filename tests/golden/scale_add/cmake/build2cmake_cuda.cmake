@@ -25,6 +25,9 @@ set(CMAKE_CUDA_ARCHITECTURES OFF)
 set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
+# The CUDA release, as kernels' build variants name it (cu130 for 13.0).
+set(BUILD2CMAKE_BACKEND_VERSION
+  "${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR}")
 
 # The real GPU targets this nvcc can generate code for: sm_80, sm_90a, ...
 execute_process(COMMAND "${CMAKE_CUDA_COMPILER}" --list-gpu-code
@@ -135,5 +138,6 @@ function(build2cmake_add_cuda_kernel extension target)
   target_link_libraries(${target} PRIVATE CUDA::cudart)
   set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES OFF
     CUDA_STANDARD ${BUILD2CMAKE_CXX_STANDARD})
+  set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_GPU_ARCHS ${arg_CAPABILITIES})
   message(STATUS "build2cmake: ${target} compiles CUDA for ${arg_CAPABILITIES}")
 endfunction()

@@ -100,6 +100,8 @@ endif()
 
 enable_language(HIP)
 find_package(hip CONFIG REQUIRED)
+# The ROCm release, as kernels' build variants name it (rocm52 for HIP 5.2.x).
+set(BUILD2CMAKE_BACKEND_VERSION "${hip_VERSION_MAJOR}.${hip_VERSION_MINOR}")
 
 # The processors the HIP compiler can target, as it lists them itself.
 execute_process(
@@ -124,6 +126,16 @@ function(build2cmake_configure_extension_rocm extension)
   target_compile_definitions(${extension} PRIVATE ${BUILD2CMAKE_ROCM_DEFINITIONS})
   target_link_libraries(${extension} PRIVATE hip::host)
 endfunction()
+
+# HIP compiles with several --offload-arch take ~1-2 GB each: a Ninja pool keeps their number to
+# what memory allows (one per 3 GB), however many cores Ninja would otherwise use.
+cmake_host_system_information(RESULT _b2c_memory_mb QUERY TOTAL_PHYSICAL_MEMORY)
+math(EXPR _b2c_hip_jobs "${_b2c_memory_mb} / 3072")
+if(_b2c_hip_jobs LESS 1)
+  set(_b2c_hip_jobs 1)
+endif()
+set(BUILD2CMAKE_HIP_JOBS "${_b2c_hip_jobs}" CACHE STRING "HIP compiles run at once (Ninja pool)")
+set_property(GLOBAL APPEND PROPERTY JOB_POOLS build2cmake_hip=${BUILD2CMAKE_HIP_JOBS})
 
 set(BUILD2CMAKE_ROCM_ARCHS "" CACHE STRING
   "Build only these rocm-archs (a ;-list), e.g. to leave out archs an old ROCm cannot compile")
@@ -166,6 +178,7 @@ function(build2cmake_add_rocm_kernel extension target)
     "$<$<COMPILE_LANGUAGE:HIP>:${arch_flags};${arg_HIP_FLAGS}>")
   target_link_libraries(${target} PRIVATE hip::host)
   set_target_properties(${target} PROPERTIES HIP_ARCHITECTURES OFF
-    HIP_STANDARD ${BUILD2CMAKE_CXX_STANDARD})
+    HIP_STANDARD ${BUILD2CMAKE_CXX_STANDARD} JOB_POOL_COMPILE build2cmake_hip)
+  set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_GPU_ARCHS ${arg_ARCHS})
   message(STATUS "build2cmake: ${target} compiles HIP for ${arg_ARCHS}")
 endfunction()

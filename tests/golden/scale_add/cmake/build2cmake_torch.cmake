@@ -4,17 +4,46 @@
 
 include_guard(GLOBAL)
 
+# A compiler cache, when one is installed, wraps every compile (C++, HIP, CUDA): a build in a
+# fresh folder, or after `build2cmake clean`, reuses the objects of earlier identical compiles.
+# A launcher the user chose (CMAKE_<LANG>_COMPILER_LAUNCHER) wins; OFF here disables it.
+set(BUILD2CMAKE_COMPILER_LAUNCHER "" CACHE STRING
+  "Compiler launcher (default: ccache or sccache when found; OFF for none)")
+set(_b2c_launcher "${BUILD2CMAKE_COMPILER_LAUNCHER}")
+if(_b2c_launcher STREQUAL "")
+  unset(_b2c_launcher)
+  find_program(_b2c_launcher NAMES ccache sccache NO_CACHE)
+endif()
+if(_b2c_launcher)  # false for OFF, and when nothing was found
+  foreach(_b2c_lang IN ITEMS CXX HIP CUDA)
+    if(NOT DEFINED CMAKE_${_b2c_lang}_COMPILER_LAUNCHER
+       AND NOT DEFINED ENV{CMAKE_${_b2c_lang}_COMPILER_LAUNCHER})
+      set(CMAKE_${_b2c_lang}_COMPILER_LAUNCHER "${_b2c_launcher}")
+    endif()
+  endforeach()
+  message(STATUS "build2cmake: compiling through ${_b2c_launcher}")
+endif()
+
 # The interpreter that runs the build (scikit-build-core passes it in) is the one whose torch we
 # build against. The extension is a limited-API (abi3) module so one wheel serves every CPython.
-find_package(Python 3.9 REQUIRED COMPONENTS Interpreter Development.Module Development.SABIModule)
+find_package(Python 3.9 REQUIRED COMPONENTS Interpreter Development.SABIModule)
 
-# Asks the interpreter's torch which backend it was built for; fills BUILD2CMAKE_TORCH_*.
+# Asks the interpreter's torch which backend it was built for; fills BUILD2CMAKE_TORCH_*. It
+# reads torch/version.py rather than importing torch (which takes seconds, on every configure).
 function(_build2cmake_query_torch)
   execute_process(
     COMMAND "${Python_EXECUTABLE}" -c [=[
-import torch
-backend = "rocm" if torch.version.hip else "cuda" if torch.version.cuda else "cpu"
-print(torch.__version__.split("+")[0], backend, torch.utils.cmake_prefix_path, sep=";", end="")
+import importlib.util, os
+spec = importlib.util.find_spec("torch")
+if spec is None or spec.origin is None:
+    raise SystemExit("ModuleNotFoundError: No module named 'torch'")
+root = os.path.dirname(spec.origin)
+version = {}
+with open(os.path.join(root, "version.py")) as source:
+    exec(source.read(), version)
+backend = "rocm" if version.get("hip") else "cuda" if version.get("cuda") else "cpu"
+prefix = os.path.join(root, "share", "cmake")
+print(version["__version__"].split("+")[0], backend, prefix, sep=";", end="")
 ]=]
     RESULT_VARIABLE status
     OUTPUT_VARIABLE output
@@ -152,4 +181,37 @@ function(build2cmake_kernel_common extension target)
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON
     CXX_STANDARD ${BUILD2CMAKE_CXX_STANDARD})
   target_link_libraries(${extension} PRIVATE ${target})
+endfunction()
+
+# Records what this build is for `build2cmake build` (build/<variant>/metadata.json), and links
+# compile_commands.json into the project folder, where clangd and other editors look for it. A
+# compile_commands.json the user made there is left alone.
+function(build2cmake_write_build_info extension)
+  get_property(archs GLOBAL PROPERTY BUILD2CMAKE_GPU_ARCHS)
+  list(REMOVE_DUPLICATES archs)
+  set(json "{}")
+  string(JSON json SET "${json}" "extension" "\"${extension}\"")
+  string(JSON json SET "${json}" "backend" "\"${BUILD2CMAKE_SELECTED_BACKEND}\"")
+  string(JSON json SET "${json}" "backend_version" "\"${BUILD2CMAKE_BACKEND_VERSION}\"")
+  string(JSON json SET "${json}" "torch_version" "\"${BUILD2CMAKE_TORCH_VERSION}\"")
+  string(JSON json SET "${json}" "archs" "[]")
+  set(index 0)
+  foreach(arch IN LISTS archs)
+    string(JSON json SET "${json}" "archs" ${index} "\"${arch}\"")
+    math(EXPR index "${index} + 1")
+  endforeach()
+  file(CONFIGURE OUTPUT "${CMAKE_BINARY_DIR}/build2cmake-build.json" CONTENT "${json}\n" @ONLY)
+
+  set(link "${CMAKE_SOURCE_DIR}/compile_commands.json")
+  if(IS_SYMLINK "${link}")
+    file(READ_SYMLINK "${link}" current)
+    if(NOT current MATCHES "/build/cmake[^/]*/compile_commands.json$")
+      return()
+    endif()
+    file(REMOVE "${link}")
+  elseif(EXISTS "${link}")
+    return()
+  endif()
+  file(CREATE_LINK "${CMAKE_BINARY_DIR}/compile_commands.json" "${link}" SYMBOLIC
+    RESULT link_failed)
 endfunction()

@@ -1,0 +1,354 @@
+"""Build speed of generated projects, side by side with the compiler floor and cpp_extension.
+
+Run from the repository root (after scripts/setup.sh):
+    python benchmarks/build_speed.py [--jobs 2] [--cases gemm-cpu,gemm-rocm,fixture-cpu,...]
+        [--out benchmarks/RESULTS.md]
+
+For each case (a project and a backend) it measures, in this order, in one run:
+  generate      `build2cmake generate-torch` (median of 5 runs, a fresh interpreter each)
+  cold          `pip install --no-build-isolation -e` into a fresh build folder (twice: the first
+                run also warms the OS file cache; the second is the one compared)
+  build cold    `build2cmake build` (CMake + Ninja without pip) into its own fresh build folder
+  floor seq/par the compile commands of the build's compile_commands.json run directly, one after
+                another and --jobs at a time (no link: the floor is the compiler alone)
+  import no-op  `import torch, <pkg>` minus `import torch` with nothing changed (the editable
+                install's rebuild check), median of 5
+  pip no-op     `pip install` again with nothing changed
+  edit .hip/.cu and edit .cpp: touch one kernel source, then one binding source; what Ninja
+                rebuilt (must be that object and the link) and the import that rebuilt it
+  cpp_extension the same sources through torch.utils.cpp_extension (setup.py, Ninja backend,
+                MAX_JOBS=--jobs): cold and no-op; n/a for HIP, which needs a ROCm torch
+  ccache        cold with an empty cache, then a fresh build folder with the warm cache
+Every build uses --jobs parallel jobs; the compiler cache is off except in the ccache rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomllib
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from build2cmake.builder import ninja_program  # noqa: E402
+
+GENERATED = ("CMakeLists.txt", "cmake", "pyproject.toml", "_ops.py", "registration.h", "build")
+
+
+@dataclass
+class Case:
+    name: str
+    project: Path
+    backend: str
+    kernel_source: str  # touched for the kernel edit
+    binding_source: str = "torch-ext/torch_binding.cpp"
+    defines: tuple[str, ...] = ()  # CMake cache entries for every build of the case
+
+
+CASES = {
+    "gemm-cpu": Case("gemm-cpu", REPO / "kernels/gemm", "cpu", "cpu/gemm_cpu.cpp"),
+    # gfx942 needs ROCm >= 5.7; Debian 12's 5.2 builds the other two.
+    "gemm-rocm": Case(
+        "gemm-rocm",
+        REPO / "kernels/gemm",
+        "rocm",
+        "gemm/gemm_launcher.hip",
+        defines=("BUILD2CMAKE_ROCM_ARCHS=gfx90a;gfx940",),
+    ),
+    "fixture-cpu": Case("fixture-cpu", REPO / "tests/fixtures/scale_add", "cpu", "cpu/ops_cpu.cpp"),
+    "fixture-rocm": Case(
+        "fixture-rocm", REPO / "tests/fixtures/scale_add", "rocm", "hip/scale_add.hip"
+    ),
+}
+
+
+@dataclass
+class Row:
+    case: str
+    values: dict[str, float | str] = field(default_factory=dict)
+
+
+def timed(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> float:
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, check=False)
+    elapsed = time.perf_counter() - start
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"{shlex.join(command)} failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+        )
+    return elapsed
+
+
+def fresh_copy(case: Case, root: Path) -> Path:
+    destination = root / case.name
+    shutil.copytree(
+        case.project,
+        destination,
+        ignore=shutil.ignore_patterns(
+            *GENERATED, "__pycache__", ".build2cmake-manifest.json", "compile_commands.json"
+        ),
+    )
+    return destination
+
+
+def floor(build_dir: Path, jobs: int, scratch: Path) -> tuple[float, float, int]:
+    """The compile commands alone: sequential and `jobs` at a time, in a scratch folder."""
+    entries = json.loads((build_dir / "compile_commands.json").read_text())
+    commands = []
+    for entry in entries:
+        argv = entry.get("arguments") or shlex.split(entry["command"])
+        output = argv[argv.index("-o") + 1]
+        (scratch / output).parent.mkdir(parents=True, exist_ok=True)
+        commands.append(argv)
+
+    def run(argv: list[str]) -> None:
+        result = subprocess.run(argv, cwd=scratch, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"floor command failed: {shlex.join(argv)}\n{result.stderr[-2000:]}")
+
+    start = time.perf_counter()
+    for argv in commands:
+        run(argv)
+    sequential = time.perf_counter() - start
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(run, commands))
+    parallel = time.perf_counter() - start
+    return sequential, parallel, len(commands)
+
+
+def ninja_plan(build_dir: Path) -> list[str]:
+    """What Ninja would rebuild now (dry run): object files and the extension."""
+    command = [ninja_program(), "-C", str(build_dir), "-n"]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    steps = []
+    for line in result.stdout.splitlines():
+        if line.startswith("[") and "] " in line:
+            steps.append(line.split("] ", 1)[1])
+    return steps
+
+
+def cpp_extension_times(
+    case: Case, project: Path, python: Path, jobs: int, root: Path
+) -> tuple[float, float] | str:
+    if case.backend != "cpu":
+        return "n/a (HIP through cpp_extension needs a ROCm build of torch)"
+    config = tomllib.loads((project / "build.toml").read_text())
+    sources = [s for s in config["torch"]["src"] if s.endswith(".cpp")]
+    flags: list[str] = []
+    for kernel in config["kernel"].values():
+        if kernel["backend"] == "cpu":
+            sources += [s for s in kernel["src"] if s.endswith(".cpp")]
+            flags += kernel.get("cxx-flags", [])
+    name = f"_{config['general']['name'].replace('-', '_')}_cppext"
+    setup = root / f"setup_{case.name}"
+    setup.mkdir()
+    (setup / "setup.py").write_text(
+        "from setuptools import setup\n"
+        "from torch.utils.cpp_extension import BuildExtension, CppExtension\n"
+        f"setup(name={name!r}, ext_modules=[CppExtension({name!r}, "
+        f"{[str(project / s) for s in sources]!r}, include_dirs={[str(project / 'torch-ext')]!r}, "
+        f"define_macros=[('CPU_KERNEL', None), ('TORCH_EXTENSION_NAME', {name!r})], "
+        f"extra_compile_args={[*flags, '-O3']!r})], "
+        "cmdclass={'build_ext': BuildExtension.with_options(use_ninja=True)})\n"
+    )
+    env = {**os.environ, "MAX_JOBS": str(jobs)}
+    command = [str(python), "setup.py", "-q", "build_ext", "--inplace"]
+    cold = timed(command, env=env, cwd=setup)
+    noop = timed(command, env=env, cwd=setup)
+    return cold, noop
+
+
+def measure(case: Case, root: Path, jobs: int, with_ccache: bool) -> Row:
+    row = Row(case.name)
+    project = fresh_copy(case, root)
+    toml = project / "build.toml"
+    generate = [
+        sys.executable,
+        "-m",
+        "build2cmake",
+        "generate-torch",
+        str(toml),
+        "--backend",
+        case.backend,
+    ]
+    subprocess.run(generate, capture_output=True, check=True)
+    row.values["generate"] = statistics.median(timed(generate) for _ in range(5))
+
+    env_dir = root / f"venv-{case.name}"
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(python),
+        "install",
+        "--no-build-isolation",
+        "--no-deps",
+        "-q",
+    ]
+    defines = [arg for d in case.defines for arg in ("-C", f"cmake.define.{d}")]
+    settings = ["-C", "cmake.define.BUILD2CMAKE_COMPILER_LAUNCHER=OFF", *defines]
+    env = {**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs)}
+    build_dir = project / "build" / "cmake"
+
+    row.values["cold (1st)"] = timed([*pip, *settings, "-e", str(project)], env=env)
+    shutil.rmtree(build_dir)
+    row.values["cold"] = timed([*pip, *settings, "-e", str(project)], env=env)
+    # The same compile through `build2cmake build` (CMake + Ninja directly, no pip).
+    build_cmd = [sys.executable, "-m", "build2cmake", "build", str(toml), "--backend", case.backend]
+    build_cmd += ["-j", str(jobs), "-D", "BUILD2CMAKE_COMPILER_LAUNCHER=OFF"]
+    build_cmd += [arg for d in case.defines for arg in ("-D", d)]
+    row.values["build cmd cold"] = timed(build_cmd, env=env)
+    scratch = root / f"floor-{case.name}"
+    scratch.mkdir()
+    sequential, parallel, count = floor(build_dir, jobs, scratch)
+    row.values["floor seq"], row.values["floor par"], row.values["compiles"] = (
+        sequential,
+        parallel,
+        count,
+    )
+
+    pkg = next(p.name for p in (project / "torch-ext").iterdir() if (p / "__init__.py").is_file())
+    base = statistics.median(
+        timed([str(python), "-c", "import torch"], env=env, cwd=Path("/")) for _ in range(5)
+    )
+    full = statistics.median(
+        timed([str(python), "-c", f"import torch, {pkg}"], env=env, cwd=Path("/")) for _ in range(5)
+    )
+    row.values["import no-op"] = max(full - base, 0.0)
+    row.values["pip no-op"] = timed([*pip, *settings, "-e", str(project)], env=env)
+
+    for label, source in (
+        ("edit kernel", case.kernel_source),
+        ("edit binding", case.binding_source),
+    ):
+        (project / source).touch()
+        plan = ninja_plan(build_dir)
+        objects = [s for s in plan if "Building" in s]
+        links = [s for s in plan if "Linking" in s]
+        ok = len(objects) == 1 and source.split("/")[-1] in objects[0] and len(links) == 1
+        row.values[f"{label} plan"] = "1 compile + link" if ok else "; ".join(plan) or "nothing"
+        row.values[label] = (
+            timed([str(python), "-c", f"import torch, {pkg}"], env=env, cwd=Path("/")) - base
+        )
+
+    result = cpp_extension_times(case, project, python, jobs, root)
+    if isinstance(result, str):
+        row.values["cppext cold"] = row.values["cppext no-op"] = result
+    else:
+        row.values["cppext cold"], row.values["cppext no-op"] = result
+
+    if with_ccache:
+        cache = root / f"ccache-{case.name}"
+        cenv = {**env, "CCACHE_DIR": str(cache)}
+        launcher = f"cmake.define.BUILD2CMAKE_COMPILER_LAUNCHER={shutil.which('ccache')}"
+        on = ["-C", launcher, *defines]
+        shutil.rmtree(build_dir)
+        row.values["ccache cold"] = timed([*pip, *on, "-e", str(project)], env=cenv)
+        shutil.rmtree(build_dir)
+        row.values["ccache warm"] = timed([*pip, *on, "-e", str(project)], env=cenv)
+    return row
+
+
+def fmt(value: float | str | None) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    return f"{value:.2f}"
+
+
+def ratio(a: float | str | None, b: float | str | None) -> str:
+    if isinstance(a, float) and isinstance(b, float) and b > 0:
+        return f"{a / b:.2f}"
+    return "-"
+
+
+def table(rows: list[Row], jobs: int) -> str:
+    cpu = os.cpu_count()
+    lines = [
+        f"Machine: {cpu} cores, --jobs {jobs}; seconds (lower is better), ratios in brackets.",
+        "",
+        "| case | generate | cold (pip) | floor par (seq) | cold / floor par "
+        "| build cold / floor par | import no-op | pip no-op "
+        "| edit kernel | edit binding | cpp_extension cold (no-op) | cold / cpp_extension "
+        "| ccache cold → warm |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        v = row.values
+        ccache = (
+            f"{fmt(v.get('ccache cold'))} → {fmt(v.get('ccache warm'))} "
+            f"({ratio(v.get('ccache warm'), v.get('ccache cold'))})"
+            if "ccache cold" in v
+            else "no ccache"
+        )
+        cppext = (
+            v["cppext cold"]
+            if isinstance(v["cppext cold"], str)
+            else f"{fmt(v['cppext cold'])} ({fmt(v['cppext no-op'])})"
+        )
+        lines.append(
+            f"| {row.case} | {fmt(v['generate'])} | {fmt(v['cold'])} (1st {fmt(v['cold (1st)'])}) "
+            f"| {fmt(v['floor par'])} ({fmt(v['floor seq'])}; {v['compiles']} compiles) "
+            f"| {ratio(v['cold'], v['floor par'])} "
+            f"| {fmt(v['build cmd cold'])} ({ratio(v['build cmd cold'], v['floor par'])}) "
+            f"| {fmt(v['import no-op'])} "
+            f"| {fmt(v['pip no-op'])} "
+            f"| {fmt(v['edit kernel'])} [{v['edit kernel plan']}] "
+            f"| {fmt(v['edit binding'])} [{v['edit binding plan']}] "
+            f"| {cppext} "
+            f"| {ratio(v['cold'], v['cppext cold'])} | {ccache} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, body: str) -> None:
+    begin, end = "<!-- build_speed.py begin -->", "<!-- build_speed.py end -->"
+    text = path.read_text() if path.exists() else "# Measured results\n"
+    section = f"{begin}\n## Build speed (benchmarks/build_speed.py)\n\n{body}{end}"
+    if begin in text and end in text:
+        text = text[: text.index(begin)] + section + text[text.index(end) + len(end) :]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--out", type=Path, help="write the table into this Markdown file")
+    args = parser.parse_args()
+    with_ccache = shutil.which("ccache") is not None
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="build_speed.") as tmp:
+        for name in args.cases.split(","):
+            print(f"== {name}", flush=True)
+            row = measure(CASES[name], Path(tmp), args.jobs, with_ccache)
+            print(json.dumps(row.values, indent=1), flush=True)
+            rows.append(row)
+    body = table(rows, args.jobs)
+    print(body)
+    if args.out:
+        write_section(args.out, body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,278 @@
+"""`build2cmake doctor`: what this machine can build, and the command that fixes each gap.
+
+The toolchain search here mirrors the generated CMake (cmake/build2cmake_rocm.cmake and
+build2cmake_cuda.cmake): what doctor finds is what a build will use.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from build2cmake import __version__
+from build2cmake.config import load_project
+from build2cmake.errors import Build2CMakeError
+from build2cmake.model import Project
+from build2cmake.variant import TorchInfo, arch_variant, query_torch
+
+DEBIAN_ROCM_PACKAGES = "hipcc libamdhip64-dev rocm-device-libs libamd-comgr-dev libhsa-runtime-dev"
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """A GPU compiler found here: where, which version, and the targets it can generate."""
+
+    path: str
+    version: str
+    targets: tuple[str, ...]  # gfx90a, ... or sm_90, ...
+    origin: str  # how it was found
+
+
+@dataclass
+class Report:
+    """doctor's findings: the text to print and whether build.toml's needs are all met."""
+
+    lines: list[str] = field(default_factory=list)
+    problems: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.problems == 0
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def problem(self, what: str, fix: str) -> None:
+        self.problems += 1
+        self.lines.append(f"  PROBLEM {what}")
+        self.lines.append(f"      fix: {fix}")
+
+
+def _output(command: list[str]) -> str:
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return result.stdout + result.stderr
+
+
+def _rocm_candidates() -> list[tuple[str, str]]:
+    roots = [
+        (os.environ.get("ROCM_PATH", ""), "$ROCM_PATH"),
+        (os.environ.get("HIP_PATH", ""), "$HIP_PATH"),
+    ]
+    roots += [("/opt/rocm", "/opt/rocm"), ("/usr", "distribution packages under /usr")]
+    return [(root, origin) for root, origin in roots if root]
+
+
+def find_hip_compiler() -> Compiler | None:
+    """The HIP compiler the generated CMake would use (same search order), or None."""
+    multiarch = f"{platform.machine()}-linux-gnu"
+    for root, origin in _rocm_candidates():
+        for llvm in (f"{root}/lib/llvm", f"{root}/llvm", f"{root}/../llvm"):
+            if Path(llvm, "bin", "clang++").is_file():
+                return _hip_compiler(
+                    str(Path(llvm, "bin", "clang++")), f"ROCm at {root} ({origin})"
+                )
+        libdir = Path(root, "lib", multiarch)
+        if (
+            Path(root, "include/hip/hip_runtime.h").is_file()
+            and (libdir / "amdgcn/bitcode").is_dir()
+        ):
+            name = "clang++"
+            hipcc = Path(root, "bin", "hipcc.pl")
+            if hipcc.is_file():
+                match = re.search(r"clang\+\+-(\d+)", hipcc.read_text("utf-8", "replace"))
+                if match:
+                    name = f"clang++-{match.group(1)}"
+            found = shutil.which(name, path=str(Path(root, "bin"))) or shutil.which(name)
+            if found:
+                return _hip_compiler(found, f"{origin} (Debian/Ubuntu layout)")
+    return None
+
+
+def _hip_compiler(path: str, origin: str) -> Compiler:
+    version_text = _output([path, "--version"])
+    match = re.search(r"clang version (\S+)", version_text)
+    cpus = _output([path, "--target=amdgcn-amd-amdhsa", "-nogpulib", "--print-supported-cpus"])
+    targets = tuple(sorted(set(re.findall(r"\bgfx[0-9a-z]+\b", cpus)), key=lambda t: (len(t), t)))
+    return Compiler(path, f"clang {match.group(1)}" if match else "unknown", targets, origin)
+
+
+def find_nvcc() -> Compiler | None:
+    """nvcc as the generated CMake finds it: $CUDA_HOME, $CUDA_PATH, PATH, /usr/local/cuda."""
+    candidates = [
+        (Path(os.environ[var], "bin", "nvcc"), f"${var}")
+        for var in ("CUDA_HOME", "CUDA_PATH")
+        if os.environ.get(var)
+    ]
+    on_path = shutil.which("nvcc")
+    if on_path:
+        candidates.append((Path(on_path), "PATH"))
+    candidates.append((Path("/usr/local/cuda/bin/nvcc"), "/usr/local/cuda"))
+    for path, origin in candidates:
+        if path.is_file():
+            version = re.search(r"release (\d+\.\d+)", _output([str(path), "--version"]))
+            codes = _output([str(path), "--list-gpu-code"])
+            targets = tuple(sorted(set(re.findall(r"sm_\d+[af]?", codes)), key=_sm_key))
+            return Compiler(str(path), version.group(1) if version else "unknown", targets, origin)
+    return None
+
+
+def _sm_key(code: str) -> tuple[int, str]:
+    digits = re.sub(r"\D", "", code)
+    return int(digits or 0), code
+
+
+def _torch_section(report: Report) -> TorchInfo | None:
+    try:
+        torch = query_torch()
+    except Build2CMakeError as error:
+        report.lines.append("torch:   not importable")
+        report.problem(str(error), "python -m pip install torch")
+        return None
+    gpu = f" {torch.backend_version}" if torch.backend_version else ""
+    report.lines.append(
+        f"torch:   {torch.version} ({torch.backend}{gpu} build, "
+        f"{'cxx11' if torch.cxx11_abi else 'pre-cxx11'} ABI)"
+    )
+    if torch.backend == "cpu" or torch.backend_version:
+        variant = arch_variant(torch.version, torch.cxx11_abi, torch.backend, torch.backend_version)
+        report.lines.append(f"         kernels loads build/{variant}/ for it")
+    return torch
+
+
+def _compiler_line(label: str, compiler: Compiler | None, missing: str) -> str:
+    if compiler is None:
+        return f"{label} not found ({missing})"
+    shown = ", ".join(compiler.targets) if compiler.targets else "none listed"
+    return (
+        f"{label} {compiler.path} ({compiler.version}; {compiler.origin})\n"
+        f"         targets: {shown}"
+    )
+
+
+def diagnose(build_toml: Path | None) -> Report:
+    """Everything doctor prints, for build_toml or (None) just for this machine."""
+    report = Report()
+    report.lines.append(f"build2cmake {__version__} on {platform.system()} {platform.machine()}")
+    torch = _torch_section(report)
+    hip = find_hip_compiler()
+    nvcc = find_nvcc()
+    searched = ", ".join(root for root, _ in _rocm_candidates())
+    report.lines.append(_compiler_line("HIP:    ", hip, f"searched {searched}"))
+    report.lines.append(
+        _compiler_line("CUDA:   ", nvcc, "searched $CUDA_HOME, $CUDA_PATH, PATH, /usr/local/cuda")
+    )
+    if build_toml is None:
+        return report
+    project = load_project(build_toml)
+    report.lines.append(
+        f"{build_toml}: {project.name}, backends {', '.join(project.backends) or '-'}"
+    )
+    if project.universal:
+        report.lines.append("  universal (pure Python): nothing to compile")
+        return report
+    for backend in project.backends:
+        kernels = project.kernels_for(backend)
+        if backend == "rocm":
+            _check_rocm(report, build_toml, project, hip)
+        elif backend == "cuda":
+            _check_cuda(report, build_toml, project, nvcc)
+        elif backend == "cpu":
+            report.lines.append(
+                f"  cpu: {len(kernels)} kernel(s); the host C++ compiler builds them"
+            )
+        else:
+            report.lines.append(
+                f"  {backend}: not built by build2cmake (it builds cpu, cuda, rocm)"
+            )
+    if torch is not None and torch.backend not in project.backends:
+        report.lines.append(
+            f"  note: the installed torch is a {torch.backend} build, which this kernel does not "
+            f"declare; build with --backend {project.backends[0]}"
+        )
+    report.lines.append("no problems found" if report.ok else f"{report.problems} problem(s)")
+    return report
+
+
+def _check_rocm(report: Report, build_toml: Path, project: Project, hip: Compiler | None) -> None:
+    wanted = sorted({a.split(":")[0] for k in project.kernels_for("rocm") for a in k.rocm_archs})
+    if hip is None:
+        report.lines.append(f"  rocm: archs {', '.join(wanted)}")
+        report.problem(
+            "no HIP compiler: the rocm backend cannot be built here",
+            f"apt-get install {DEBIAN_ROCM_PACKAGES}  (Debian/Ubuntu), or install ROCm and "
+            "export ROCM_PATH=/path/to/rocm",
+        )
+        return
+    buildable = [a for a in wanted if a in hip.targets] if hip.targets else wanted
+    missing = [a for a in wanted if a not in buildable]
+    report.lines.append(
+        f"  rocm: archs {', '.join(wanted)}; buildable here: {', '.join(buildable) or 'none'}"
+    )
+    for arch in missing:
+        keep = ";".join(buildable)
+        report.problem(
+            f"{arch}: {hip.version} at {hip.path} cannot compile for it (not in its target list)",
+            f"install a ROCm whose compiler lists {arch} and export ROCM_PATH=/path/to/rocm; or "
+            f"leave it out: build2cmake build {build_toml} --backend rocm "
+            f"-D BUILD2CMAKE_ROCM_ARCHS='{keep}'  (pip: -C "
+            f"cmake.define.BUILD2CMAKE_ROCM_ARCHS='{keep}')",
+        )
+
+
+def _check_cuda(report: Report, build_toml: Path, project: Project, nvcc: Compiler | None) -> None:
+    kernels = project.kernels_for("cuda")
+    wanted = sorted(
+        {c for k in kernels for c in k.cuda_capabilities},
+        key=lambda c: float(c.rstrip("af+PTX") or 0),
+    )
+    shown = ", ".join(wanted) or "default (the GPUs torch sees, else a list nvcc supports)"
+    if nvcc is None:
+        report.lines.append(f"  cuda: capabilities {shown}")
+        report.problem(
+            "no nvcc: the cuda backend cannot be built here",
+            "install the CUDA toolkit and export CUDA_HOME=/path/to/cuda",
+        )
+        return
+    unsupported = []
+    for capability in wanted:
+        match = re.match(r"^(\d+)\.(\d)", capability)
+        if match and nvcc.targets and f"sm_{match.group(1)}{match.group(2)}" not in nvcc.targets:
+            unsupported.append(capability)
+    report.lines.append(
+        f"  cuda: capabilities {shown}; nvcc {nvcc.version} builds "
+        f"{', '.join(c for c in wanted if c not in unsupported) or 'none of them'}"
+    )
+    for capability in unsupported:
+        report.problem(
+            f"{capability}: nvcc {nvcc.version} at {nvcc.path} cannot compile for it",
+            "use a CUDA toolkit whose `nvcc --list-gpu-code` lists it (export CUDA_HOME=...), "
+            f"or remove {capability} from cuda-capabilities in {build_toml}",
+        )
+    if any(d.startswith("cutlass") for k in kernels for d in k.depends):
+        if _cutlass_headers() is None:
+            report.problem(
+                "a cuda kernel depends on CUTLASS, whose headers come from the nvidia-cutlass "
+                "package, which is not installed",
+                "python -m pip install --no-deps nvidia-cutlass",
+            )
+        else:
+            report.lines.append(f"  cutlass headers: {_cutlass_headers()}")
+
+
+def _cutlass_headers() -> str | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec is None or spec.origin is None:
+        return None
+    include = Path(spec.origin).parent / "source" / "include"
+    return str(include) if (include / "cutlass" / "cutlass.h").is_file() else None

@@ -1,0 +1,94 @@
+"""Build variant names as the Hugging Face `kernels` library computes them for this machine.
+
+`kernels` (kernels/variants.py and kernels/backends.py, read from the 0.17 release) picks the
+folder build/<variant>/ whose name matches the running system:
+
+    torch<major><minor>-<cxx11|cxx98>-<backend>-<cpu>-<os>      compiled kernels
+    torch-universal                                              pure-Python kernels
+
+where <backend> is `cpu`, `cu<major><minor>` (torch.version.cuda) or `rocm<major><minor>`
+(torch.version.hip), <cpu> is platform.machine() and <os> platform.system().lower().
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from build2cmake.errors import Build2CMakeError
+
+UNIVERSAL_VARIANT = "torch-universal"
+
+
+@dataclass(frozen=True)
+class TorchInfo:
+    """What the build's interpreter has: torch's version, C++ ABI and backend."""
+
+    version: str  # "2.13.0" (no local tag)
+    cxx11_abi: bool
+    backend: str  # "cpu", "cuda" or "rocm"
+    backend_version: str | None  # "13.0" / "6.3" for GPU builds of torch
+
+
+def query_torch(python: str = sys.executable) -> TorchInfo:
+    """Ask `python`'s torch (in a child process: importing torch takes seconds)."""
+    code = (
+        "import json, torch\n"
+        "hip = torch.version.hip\n"
+        "print(json.dumps({'version': torch.__version__.split('+')[0],\n"
+        "  'cxx11': bool(torch.compiled_with_cxx11_abi()),\n"
+        "  'backend': 'rocm' if hip else 'cuda' if torch.version.cuda else 'cpu',\n"
+        "  'backend_version': hip.split('-')[0] if hip else torch.version.cuda}))\n"
+    )
+    result = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise Build2CMakeError(
+            f"{python} cannot import torch ({last}); install it: {python} -m pip install torch"
+        )
+    data = json.loads(result.stdout)
+    return TorchInfo(
+        version=data["version"],
+        cxx11_abi=data["cxx11"],
+        backend=data["backend"],
+        backend_version=data["backend_version"],
+    )
+
+
+def _major_minor(version: str) -> tuple[int, int]:
+    parts = version.split(".")
+    return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+
+
+def backend_tag(backend: str, backend_version: str | None) -> str:
+    """`cpu`, `cu130` or `rocm52`: the backend part of a variant name."""
+    if backend == "cpu":
+        return "cpu"
+    if not backend_version:
+        raise Build2CMakeError(f"the {backend} build did not report its toolkit version")
+    major, minor = _major_minor(backend_version)
+    prefix = {"cuda": "cu", "rocm": "rocm"}[backend]
+    return f"{prefix}{major}{minor}"
+
+
+def arch_variant(
+    torch_version: str,
+    cxx11_abi: bool,
+    backend: str,
+    backend_version: str | None,
+    machine: str | None = None,
+    system: str | None = None,
+) -> str:
+    """The variant folder name of a compiled build, e.g. torch213-cxx11-cpu-x86_64-linux."""
+    major, minor = _major_minor(torch_version)
+    cpu = machine or platform.machine()
+    os_name = (system or platform.system()).lower()
+    if os_name == "windows" and cpu == "AMD64":
+        cpu = "x86_64"
+    if os_name == "darwin" and cpu == "arm64":
+        cpu = "aarch64"
+    abi = "cxx11" if cxx11_abi else "cxx98"
+    return f"torch{major}{minor}-{abi}-{backend_tag(backend, backend_version)}-{cpu}-{os_name}"
