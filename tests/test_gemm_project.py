@@ -65,7 +65,9 @@ def test_gemm_cpu_build_passes_the_kernels_own_tests(tmp_path: Path, build_env: 
     result = run_kernel_tests(build_env, root)
     counts = summary(result.stdout.splitlines()[-1])
     assert result.returncode == 0, result.stdout[-3000:]
-    assert counts.get("failed", 0) == 0 and counts.get("skipped", 0) == 0, result.stdout[-3000:]
+    # Everything runs on the CPU but the two parametrisations of the CUDA-kernel choice.
+    assert counts.get("failed", 0) == 0 and counts.get("skipped", 0) == 2, result.stdout[-3000:]
+    assert "GEMM_CUDA_KERNEL chooses between the CUDA build's kernels" in result.stdout
     assert counts["passed"] >= 20
 
 
@@ -124,5 +126,7 @@ def test_gemm_cuda_build_has_the_cutlass_kernel_for_sm90a_only_and_imports(
     assert sorted(mma) == ["sm_89", "sm_90a"] and cutlass == ["sm_90a"], cubins
     assert len(cubins) == 3
 
+    # (the editable install's rebuild check may print first)
     result = build_env.run("import gemm; print(gemm.backend)")
-    assert result.returncode == 0 and result.stdout.strip() == "cuda", result.stderr
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "cuda", result.stdout

@@ -57,8 +57,8 @@ using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder
     cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8Blockwise>::CollectiveOp;
 
 // The persistent data-parallel scheduler (each CTA walks whole output tiles). Measured on the
-// H100 against stream-K at the seven benchmark shapes: faster at five, within 5% at the other two
-// (e.g. 313 vs 239 TFLOP/s at 6144 x 7168 x 256); see benchmarks/RESULTS.md.
+// H100 against stream-K at the seven benchmark shapes: 1.1-1.3x faster at K = 256, within 5% at
+// the other shapes; see benchmarks/RESULTS.md.
 using GemmKernel =
     cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
                                          CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
