@@ -29,7 +29,13 @@ from build2cmake import offload
 from build2cmake.errors import Build2CMakeError, WriteRefusedError
 from build2cmake.fileset import content_hash, locked
 from build2cmake.model import Project
-from build2cmake.variant import UNIVERSAL_VARIANT, arch_variant, query_torch
+from build2cmake.variant import (
+    UNIVERSAL_VARIANT,
+    arch_variant,
+    finish_torch_query,
+    query_torch,
+    start_torch_query,
+)
 
 VARIANTS_RECORD = "build/.build2cmake-variants.json"
 # kernels 0.17 reads these keys; `license` and `backend` are required by its metadata parser.
@@ -217,15 +223,26 @@ def build(
         )
         metadata = metadata_for(project, extension_for["universal"], chosen, [])
     else:
-        torch = query_torch()
-        chosen = backend or torch.backend
-        if chosen not in extension_for:
-            raise Build2CMakeError(
-                f"backend {chosen!r} (from {'--backend' if backend else 'the installed torch'}) "
-                f"is not one that build.toml declares ({', '.join(extension_for)}); pick one "
-                "with --backend"
-            )
-        install_dir, info = compile_project(project_dir, chosen, defines=defines, jobs=jobs)
+        if backend is None:
+            torch = query_torch()
+            chosen = torch.backend
+            if chosen not in extension_for:
+                raise Build2CMakeError(
+                    f"backend {chosen!r} (from the installed torch) is not one that build.toml "
+                    f"declares ({', '.join(extension_for)}); pick one with --backend"
+                )
+            install_dir, info = compile_project(project_dir, chosen, defines=defines, jobs=jobs)
+        else:
+            chosen = backend
+            # The variant name needs torch's version and ABI; ask while CMake compiles.
+            query = start_torch_query()
+            try:
+                install_dir, info = compile_project(project_dir, chosen, defines=defines, jobs=jobs)
+            except BaseException:
+                query.kill()
+                query.communicate()
+                raise
+            torch = finish_torch_query(query)
         extension = str(info["extension"])
         libraries = sorted((install_dir / project.package_name).glob(extension + "*.so"))
         if len(libraries) != 1:

@@ -33,29 +33,45 @@ class TorchInfo:
     backend_version: str | None  # "13.0" / "6.3" for GPU builds of torch
 
 
-def query_torch(python: str = sys.executable) -> TorchInfo:
-    """Ask `python`'s torch (in a child process: importing torch takes seconds)."""
-    code = (
-        "import json, torch\n"
-        "hip = torch.version.hip\n"
-        "print(json.dumps({'version': torch.__version__.split('+')[0],\n"
-        "  'cxx11': bool(torch.compiled_with_cxx11_abi()),\n"
-        "  'backend': 'rocm' if hip else 'cuda' if torch.version.cuda else 'cpu',\n"
-        "  'backend_version': hip.split('-')[0] if hip else torch.version.cuda}))\n"
+_TORCH_QUERY = (
+    "import json, torch\n"
+    "hip = torch.version.hip\n"
+    "print(json.dumps({'version': torch.__version__.split('+')[0],\n"
+    "  'cxx11': bool(torch.compiled_with_cxx11_abi()),\n"
+    "  'backend': 'rocm' if hip else 'cuda' if torch.version.cuda else 'cpu',\n"
+    "  'backend_version': hip.split('-')[0] if hip else torch.version.cuda}))\n"
+)
+
+
+def start_torch_query(python: str = sys.executable) -> subprocess.Popen[str]:
+    """Start asking `python`'s torch in a child process (importing torch takes seconds, so
+    `build` lets it run while CMake works); finish_torch_query collects the answer."""
+    return subprocess.Popen(
+        [python, "-c", _TORCH_QUERY], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    result = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+
+
+def finish_torch_query(query: subprocess.Popen[str]) -> TorchInfo:
+    """The answer of start_torch_query; a Build2CMakeError when torch cannot be imported."""
+    stdout, stderr = query.communicate()
+    if query.returncode != 0:
+        last = (stderr.strip().splitlines() or ["no output"])[-1]
+        python = query.args[0] if isinstance(query.args, list) else "python"
         raise Build2CMakeError(
             f"{python} cannot import torch ({last}); install it: {python} -m pip install torch"
         )
-    data = json.loads(result.stdout)
+    data = json.loads(stdout)
     return TorchInfo(
         version=data["version"],
         cxx11_abi=data["cxx11"],
         backend=data["backend"],
         backend_version=data["backend_version"],
     )
+
+
+def query_torch(python: str = sys.executable) -> TorchInfo:
+    """What `python`'s torch is (version, C++ ABI, backend), asked in a child process."""
+    return finish_torch_query(start_torch_query(python))
 
 
 def _major_minor(version: str) -> tuple[int, int]:

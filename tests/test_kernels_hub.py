@@ -296,3 +296,16 @@ def test_gemm_wheel_is_abi3_passes_kernel_abi_check_and_installs_with_only_torch
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[128.0, 128.0, 128.0]"
+
+
+def test_a_failed_compile_is_one_error_and_writes_no_variant(tmp_path: Path) -> None:
+    root = copy_project(FIXTURES / "scale_add", tmp_path / "scale_add")
+    source = root / "cpu" / "ops_cpu.cpp"
+    source.write_text('#error "broken on purpose"\n' + source.read_text())
+    result = run_cli("build", root / "build.toml", "--backend", "cpu")
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        "build2cmake: error: CMake build failed (exit 1); see its output above"
+    )
+    assert "Traceback" not in result.stderr
+    assert not [p for p in (root / "build").iterdir() if p.name.startswith("torch")]
