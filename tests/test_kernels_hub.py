@@ -265,9 +265,9 @@ def test_gemm_wheel_is_abi3_passes_kernel_abi_check_and_installs_with_only_torch
     (library,) = (extract / "gemm").glob("*.so")
     checked = kernel_abi_check.ObjectFile(library)
     assert checked.check_python_abi("3.9") == []
-    # The symbol versions fit the glibc of the machine that built it (Debian 12: 2.36); see
-    # the README for manylinux_2_28.
-    assert checked.check_manylinux("manylinux_2_34") == []
+    # kernel-builder's target; glibc/libstdc++ symbol versions follow the machine that built the
+    # extension (Debian 12), and gemm's stay within manylinux_2_28 (see the README).
+    assert checked.check_manylinux("manylinux_2_28") == []
 
     # A fresh environment with nothing but torch (and its own dependencies).
     env = tmp_path / "fresh"
