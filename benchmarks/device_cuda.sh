@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One batch on a CUDA machine (the device tool's H100): build kernels/gemm with build2cmake,
 # run its tests, the benchmark and compute-sanitizer. Writes logs and RESULTS.md under $OUT.
-# Run from the repository root; wheels missing there (tomlkit) travel in .whl/.
+# Run from the repository root; wheels missing there travel in .whl/ (not committed):
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     -d .whl tomlkit==0.15.2 nvidia-cutlass==4.2.0.0
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
