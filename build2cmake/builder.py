@@ -29,13 +29,7 @@ from build2cmake import offload
 from build2cmake.errors import Build2CMakeError, WriteRefusedError
 from build2cmake.fileset import content_hash, locked
 from build2cmake.model import Project
-from build2cmake.variant import (
-    UNIVERSAL_VARIANT,
-    arch_variant,
-    finish_torch_query,
-    query_torch,
-    start_torch_query,
-)
+from build2cmake.variant import UNIVERSAL_VARIANT, arch_variant, installed_torch_backend
 
 VARIANTS_RECORD = "build/.build2cmake-variants.json"
 # kernels 0.17 reads these keys; `license` and `backend` are required by its metadata parser.
@@ -224,25 +218,15 @@ def build(
         metadata = metadata_for(project, extension_for["universal"], chosen, [])
     else:
         if backend is None:
-            torch = query_torch()
-            chosen = torch.backend
+            chosen = installed_torch_backend()
             if chosen not in extension_for:
                 raise Build2CMakeError(
                     f"backend {chosen!r} (from the installed torch) is not one that build.toml "
                     f"declares ({', '.join(extension_for)}); pick one with --backend"
                 )
-            install_dir, info = compile_project(project_dir, chosen, defines=defines, jobs=jobs)
         else:
             chosen = backend
-            # The variant name needs torch's version and ABI; ask while CMake compiles.
-            query = start_torch_query()
-            try:
-                install_dir, info = compile_project(project_dir, chosen, defines=defines, jobs=jobs)
-            except BaseException:
-                query.kill()
-                query.communicate()
-                raise
-            torch = finish_torch_query(query)
+        install_dir, info = compile_project(project_dir, chosen, defines=defines, jobs=jobs)
         extension = str(info["extension"])
         libraries = sorted((install_dir / project.package_name).glob(extension + "*.so"))
         if len(libraries) != 1:
@@ -251,7 +235,11 @@ def build(
             )
         library = libraries[0]
         backend_version = str(info.get("backend_version") or "") or None
-        variant = arch_variant(torch.version, torch.cxx11_abi, chosen, backend_version)
+        # torch's version and C++ ABI as CMake found them (no import of torch: seconds of CPU
+        # that would compete with the compiler).
+        variant = arch_variant(
+            str(info["torch_version"]), bool(info["torch_cxx11_abi"]), chosen, backend_version
+        )
         cmake_archs = info.get("archs", [])
         assert isinstance(cmake_archs, list)
         archs = compiled_archs(chosen, library, [str(a) for a in cmake_archs])

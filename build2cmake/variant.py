@@ -42,36 +42,44 @@ _TORCH_QUERY = (
     "  'backend_version': hip.split('-')[0] if hip else torch.version.cuda}))\n"
 )
 
+_TORCH_BACKEND_QUERY = (
+    "import importlib.util, os\n"
+    "spec = importlib.util.find_spec('torch')\n"
+    "if spec is None or spec.origin is None:\n"
+    "    raise SystemExit(\"ModuleNotFoundError: No module named 'torch'\")\n"
+    "version = {}\n"
+    "with open(os.path.join(os.path.dirname(spec.origin), 'version.py')) as source:\n"
+    "    exec(source.read(), version)\n"
+    "print('rocm' if version.get('hip') else 'cuda' if version.get('cuda') else 'cpu')\n"
+)
 
-def start_torch_query(python: str = sys.executable) -> subprocess.Popen[str]:
-    """Start asking `python`'s torch in a child process (importing torch takes seconds, so
-    `build` lets it run while CMake works); finish_torch_query collects the answer."""
-    return subprocess.Popen(
-        [python, "-c", _TORCH_QUERY], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
 
-
-def finish_torch_query(query: subprocess.Popen[str]) -> TorchInfo:
-    """The answer of start_torch_query; a Build2CMakeError when torch cannot be imported."""
-    stdout, stderr = query.communicate()
-    if query.returncode != 0:
-        last = (stderr.strip().splitlines() or ["no output"])[-1]
-        python = query.args[0] if isinstance(query.args, list) else "python"
+def _run_query(python: str, code: str) -> str:
+    result = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise Build2CMakeError(
             f"{python} cannot import torch ({last}); install it: {python} -m pip install torch"
         )
-    data = json.loads(stdout)
+    return result.stdout
+
+
+def installed_torch_backend(python: str = sys.executable) -> str:
+    """`cpu`, `cuda` or `rocm`: what `python`'s torch was built for, read from torch/version.py
+    (importing torch takes seconds; this takes a few hundredths)."""
+    return _run_query(python, _TORCH_BACKEND_QUERY).strip()
+
+
+def query_torch(python: str = sys.executable) -> TorchInfo:
+    """What `python`'s torch is (version, C++ ABI, backend), asked by importing it in a child
+    process (doctor: it also proves torch imports)."""
+    data = json.loads(_run_query(python, _TORCH_QUERY))
     return TorchInfo(
         version=data["version"],
         cxx11_abi=data["cxx11"],
         backend=data["backend"],
         backend_version=data["backend_version"],
     )
-
-
-def query_torch(python: str = sys.executable) -> TorchInfo:
-    """What `python`'s torch is (version, C++ ABI, backend), asked in a child process."""
-    return finish_torch_query(start_torch_query(python))
 
 
 def _major_minor(version: str) -> tuple[int, int]:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,11 +21,19 @@ from tests.conftest import BuildEnv, cuobjdump, requires_nvcc, requires_rocm_too
 pytestmark = pytest.mark.compile
 
 
-def configure(root: Path, build_dir: Path, backend: str) -> subprocess.CompletedProcess[str]:
+def configure(
+    root: Path, build_dir: Path, backend: str, *defines: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run only CMake's configure step of a generated project for `backend`."""
     command = ["cmake", "-S", str(root), "-B", str(build_dir), "-G", "Ninja",
-               f"-DBUILD2CMAKE_BACKEND={backend}"]  # fmt: skip
-    return subprocess.run(command, capture_output=True, text=True, check=False)
+               f"-DBUILD2CMAKE_BACKEND={backend}", *(f"-D{d}" for d in defines)]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+
+
+def generated(project: Callable[[str], Path]) -> Path:
+    root = project("scale_add")
+    generate_torch(root / "build.toml")
+    return root
 
 
 def extension(root: Path, backend: str) -> Path:
@@ -30,6 +41,17 @@ def extension(root: Path, backend: str) -> Path:
     found = [p for p in found if "install" in p.parts]
     assert len(found) == 1, found
     return found[0]
+
+
+def default_linker() -> str:
+    return "lld" if shutil.which("ld.lld") else "gold" if shutil.which("ld.gold") else "bfd"
+
+
+def linker_of(library: Path) -> str:
+    """Which linker wrote `library`: gold leaves a note, lld a .comment line."""
+    notes = subprocess.run(["readelf", "-n", "-p", ".comment", str(library)],
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return "gold" if "NT_GNU_GOLD_VERSION" in notes else "lld" if "Linker: LLD" in notes else "bfd"
 
 
 CHECK_CPU = """
@@ -56,6 +78,8 @@ def test_cpu_build_imports_computes_and_rebuilds_after_an_edit(
     assert result.returncode == 0, result.stderr
     assert "namespace torch.ops._scale_add_cpu_t1" in result.stdout
     assert "relu [0.0, 0.0, 2.0]" in result.stdout
+    # Linked with the fastest linker installed (gold on Debian 12's binutils; lld when on PATH).
+    assert linker_of(extension(root, "cpu")) == default_linker()
 
     # Editing a kernel source: the next import rebuilds (scikit-build-core editable rebuild).
     source = root / "cpu" / "ops_cpu.cpp"
@@ -130,6 +154,75 @@ except RuntimeError as e:
         log = checked.stdout + checked.stderr
         assert "Loaded compilation database from" in log and f"{root}/compile_commands.json" in log
         assert checked.returncode == 0 and "All checks completed, 0 errors" in log, log[-2000:]
+
+
+def test_configure_with_an_interpreter_without_torch_says_what_to_install(
+    project: Callable[[str], Path], tmp_path: Path
+) -> None:
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    python = f"Python_EXECUTABLE={bare / 'bin' / 'python'}"
+    result = configure(generated(project), tmp_path / "b", "cpu", python)
+    assert result.returncode != 0
+    message = " ".join(result.stderr.split())
+    assert f"{bare / 'bin' / 'python'} cannot import torch" in message, message
+    assert "pip install --no-build-isolation" in message
+    assert not (tmp_path / "b" / "build.ninja").exists()
+
+
+DEFAULT_FLAGS = set() if default_linker() == "bfd" else {f"-fuse-ld={default_linker()}"}
+
+
+@pytest.mark.parametrize(
+    ("define", "ldflags", "flags", "ours"),
+    [
+        (None, "", DEFAULT_FLAGS, bool(DEFAULT_FLAGS)),
+        ("BUILD2CMAKE_LINKER=OFF", "", set(), False),
+        ("BUILD2CMAKE_LINKER=bfd", "", {"-fuse-ld=bfd"}, True),
+        # The user's own choice: left as it is, nothing added.
+        (None, "-fuse-ld=bfd", {"-fuse-ld=bfd"}, False),
+        ("CMAKE_MODULE_LINKER_FLAGS=-fuse-ld=bfd", "", {"-fuse-ld=bfd"}, False),
+    ],
+)
+def test_linker_choice_and_the_users_own_win(
+    project: Callable[[str], Path],
+    tmp_path: Path,
+    define: str | None,
+    ldflags: str,
+    flags: set[str],
+    ours: bool,
+) -> None:
+    env = {**os.environ, "LDFLAGS": ldflags}
+    result = configure(generated(project), tmp_path / "b", "cpu", *filter(None, [define]), env=env)
+    assert result.returncode == 0, result.stderr
+    found = set(re.findall(r"-fuse-ld=\w+", (tmp_path / "b" / "build.ninja").read_text()))
+    assert found == flags
+    assert ("build2cmake: linking with" in result.stdout) == ours
+
+
+def test_a_linker_that_cannot_link_is_passed_over_or_named_in_one_error(
+    project: Callable[[str], Path], tmp_path: Path
+) -> None:
+    root = generated(project)
+    # An ld.lld that fails, first on PATH: what a GCC installed outside /usr meets with the
+    # system's gold. The default keeps the compiler's linker instead.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "ld.lld").write_text("#!/bin/sh\necho broken linker >&2\nexit 1\n")
+    (fake / "ld.lld").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "LDFLAGS": ""}
+    result = configure(root, tmp_path / "a", "cpu", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "-fuse-ld" not in (tmp_path / "a" / "build.ninja").read_text()
+    assert "build2cmake: linking with" not in result.stdout
+
+    # Named explicitly, it is an error that says what to do.
+    result = configure(root, tmp_path / "b", "cpu", "BUILD2CMAKE_LINKER=lld", env=env)
+    assert result.returncode != 0
+    message = " ".join(result.stderr.split())
+    assert "BUILD2CMAKE_LINKER=lld" in message
+    assert "cannot link a program with -fuse-ld=lld" in message
+    assert "leave BUILD2CMAKE_LINKER empty" in message
 
 
 @requires_rocm_toolchain

@@ -1,5 +1,7 @@
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
-#include <torch/torch.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -35,8 +37,8 @@ namespace {
 
 using fp8gemm::Fp8Format;
 
-void check_matrix(const char* name, const torch::Tensor& t, torch::IntArrayRef shape,
-                  const char* shape_text, const torch::Tensor& a) {
+void check_matrix(const char* name, const at::Tensor& t, at::IntArrayRef shape,
+                  const char* shape_text, const at::Tensor& a) {
   TORCH_CHECK(t.dim() == 2 && t.sizes() == shape, "gemm: ", name, " must have shape ", shape_text,
               " = ", shape, ", got ", t.sizes());
   TORCH_CHECK(t.device() == a.device(), "gemm: ", name, " must be on a's device ", a.device(),
@@ -46,18 +48,18 @@ void check_matrix(const char* name, const torch::Tensor& t, torch::IntArrayRef s
 }
 
 // Checks every argument before anything runs; returns a's fp8 format.
-Fp8Format check_arguments(const torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
-                          const torch::Tensor& a_scale, const torch::Tensor& b_scale) {
-  TORCH_CHECK(a.scalar_type() == torch::kFloat8_e4m3fnuz ||
-                  a.scalar_type() == torch::kFloat8_e4m3fn,
+Fp8Format check_arguments(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                          const at::Tensor& a_scale, const at::Tensor& b_scale) {
+  TORCH_CHECK(a.scalar_type() == at::kFloat8_e4m3fnuz ||
+                  a.scalar_type() == at::kFloat8_e4m3fn,
               "gemm: a must be float8_e4m3fnuz or float8_e4m3fn, got ", a.scalar_type());
   TORCH_CHECK(b.scalar_type() == a.scalar_type(), "gemm: b must have a's dtype ", a.scalar_type(),
               ", got ", b.scalar_type());
-  TORCH_CHECK(a_scale.scalar_type() == torch::kFloat, "gemm: a_scale must be float32, got ",
+  TORCH_CHECK(a_scale.scalar_type() == at::kFloat, "gemm: a_scale must be float32, got ",
               a_scale.scalar_type());
-  TORCH_CHECK(b_scale.scalar_type() == torch::kFloat, "gemm: b_scale must be float32, got ",
+  TORCH_CHECK(b_scale.scalar_type() == at::kFloat, "gemm: b_scale must be float32, got ",
               b_scale.scalar_type());
-  TORCH_CHECK(out.scalar_type() == torch::kBFloat16, "gemm: out must be bfloat16, got ",
+  TORCH_CHECK(out.scalar_type() == at::kBFloat16, "gemm: out must be bfloat16, got ",
               out.scalar_type());
   TORCH_CHECK(a.dim() == 2, "gemm: a must be 2-D (M, K), got shape ", a.sizes());
   TORCH_CHECK(b.dim() == 2, "gemm: b must be 2-D (K, N), got shape ", b.sizes());
@@ -75,11 +77,11 @@ Fp8Format check_arguments(const torch::Tensor& out, const torch::Tensor& a, cons
   check_matrix("a_scale", a_scale, {k / 128, m}, "(K/128, M)", a);
   check_matrix("b_scale", b_scale, {k / 128, n / 128}, "(K/128, N/128)", a);
   check_matrix("out", out, {m, n}, "(M, N)", a);
-  return a.scalar_type() == torch::kFloat8_e4m3fnuz ? Fp8Format::e4m3fnuz : Fp8Format::e4m3fn;
+  return a.scalar_type() == at::kFloat8_e4m3fnuz ? Fp8Format::e4m3fnuz : Fp8Format::e4m3fn;
 }
 
 template <typename T>
-T* data(const torch::Tensor& t) {
+T* data(const at::Tensor& t) {
   return static_cast<T*>(t.data_ptr());
 }
 
@@ -94,8 +96,8 @@ bool use_sm90() {
 
 }  // namespace
 
-void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
-          const torch::Tensor& a_scale, const torch::Tensor& b_scale) {
+void gemm(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+          const at::Tensor& a_scale, const at::Tensor& b_scale) {
   const Fp8Format format = check_arguments(out, a, b, a_scale, b_scale);
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
 #if defined(CPU_KERNEL)
@@ -140,17 +142,17 @@ void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
   // The tensor-core kernels read b as bt (N x K, K contiguous): one transposing copy, a few
   // microseconds next to the product.
   if (use_sm90()) {
-    const torch::Tensor bt = b.t().contiguous();
+    const at::Tensor bt = b.t().contiguous();
     // CUTLASS's TMA wants a_scale's rows 16-byte aligned: pad M to a multiple of 4 if needed.
     const int64_t a_scale_ld = (m + 3) / 4 * 4;
-    torch::Tensor a_scale_operand = a_scale;
+    at::Tensor a_scale_operand = a_scale;
     if (a_scale_ld != m) {
-      a_scale_operand = torch::zeros({k / 128, a_scale_ld}, a_scale.options());
+      a_scale_operand = at::zeros({k / 128, a_scale_ld}, a_scale.options());
       a_scale_operand.narrow(1, 0, m).copy_(a_scale);
     }
     const size_t workspace_bytes = gemm_sm90_workspace_bytes(m, n, k, a_scale_ld);
-    const torch::Tensor workspace = torch::empty(
-        {static_cast<int64_t>(workspace_bytes)}, a.options().dtype(torch::kUInt8));
+    const at::Tensor workspace = at::empty(
+        {static_cast<int64_t>(workspace_bytes)}, a.options().dtype(at::kByte));
     const cudaError_t status =
         gemm_sm90_run(data<uint16_t>(out), data<uint8_t>(a), data<uint8_t>(bt),
                       data<float>(a_scale_operand), a_scale_ld, data<float>(b_scale), m, n, k,
@@ -158,7 +160,7 @@ void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
     TORCH_CHECK(status == cudaSuccess, "gemm: CUDA launch failed: ", cudaGetErrorString(status));
     return;
   }
-  const torch::Tensor b_operand = gemm_cuda_uses_tensor_cores() ? b.t().contiguous() : b;
+  const at::Tensor b_operand = gemm_cuda_uses_tensor_cores() ? b.t().contiguous() : b;
   const cudaError_t status = gemm_cuda_run(data<uint16_t>(out), data<uint8_t>(a),
                                            data<uint8_t>(b_operand), data<float>(a_scale),
                                            data<float>(b_scale), m, n, k, stream);
@@ -169,10 +171,10 @@ void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
 TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("gemm(Tensor! out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale) -> ()");
 #if defined(CPU_KERNEL)
-  ops.impl("gemm", torch::kCPU, &gemm);
+  ops.impl("gemm", at::kCPU, &gemm);
 #elif defined(ROCM_KERNEL) || defined(CUDA_KERNEL)
   // PyTorch on ROCm dispatches HIP tensors through the CUDA key.
-  ops.impl("gemm", torch::kCUDA, &gemm);
+  ops.impl("gemm", at::kCUDA, &gemm);
 #endif
 }
 
