@@ -274,22 +274,26 @@ class Hipifier:
             raise HipifyError(f"source {source} does not exist in {self.project_dir}")
         pending: list[tuple[str, str | None]] = [(source, None)]
         seen = {source}
+        # Everything is converted in memory first: a refused header leaves no output behind.
+        converted: dict[str, bytes] = {}
         while pending:
             rel, included_from = pending.pop(0)
             data = self._open_project_file(rel, included_from)
             self.read.append(rel)
             text, includes = self._convert(rel, data.decode("utf-8", "surrogateescape"))
             target = output if rel == source else self.mirror_path(rel)
-            if rel != source and target == output:
+            if target in converted:
                 raise HipifyError(
                     f"{rel} (included from {included_from}) would be hipified onto {output}, "
-                    "the hipified source"
+                    f"the hipified {source}"
                 )
-            self.write(target, text.encode("utf-8", "surrogateescape"))
+            converted[target] = text.encode("utf-8", "surrogateescape")
             for header in includes:
                 if header not in seen:
                     seen.add(header)
                     pending.append((header, rel))
+        for target, content in converted.items():
+            self.write(target, content)
 
 
 def _depfile_path(path: str) -> str:
