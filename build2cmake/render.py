@@ -80,8 +80,8 @@ def toml_str(value: object) -> str:
 
 
 def py_str(value: object) -> str:
-    """A Python string literal."""
-    return repr(str(value))
+    """A Python string literal (JSON's escapes are Python's; double quotes, as ruff writes)."""
+    return json.dumps(str(value))
 
 
 def comment_safe(text: str) -> str:

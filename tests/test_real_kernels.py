@@ -66,6 +66,28 @@ def test_edition5_cpu_backend_builds_with_header_only_kernel_and_csrc(
     build_env.pip_install(root, "cmake.define.BUILD2CMAKE_BACKEND=cpu")
     result = build_env.run(CHECK_RELU)
     assert result.returncode == 0 and result.stdout.startswith("ok"), result.stderr
+    # An import with nothing to rebuild is silent; after an edit it rebuilds, saying so once.
+    quiet = build_env.run("import edition5")
+    assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == "", quiet
+    source = root / "relu_cpu" / "relu_cpu.cpp"
+    source.write_text(source.read_text() + "\n// edited\n")
+    rebuilt = build_env.run("import edition5")
+    assert rebuilt.returncode == 0 and rebuilt.stdout == "", rebuilt
+    assert rebuilt.stderr.splitlines() == [
+        f"build2cmake: rebuilt {next(iter(_extension_names(root)))}"
+    ], rebuilt.stderr
+    # The install requires the torch it was compiled against (torch's C++ ABI changes between
+    # minor releases), and the package refuses to load into another one.
+    requires = build_env.run("import importlib.metadata as m; print(m.requires('edition5'))")
+    assert "'torch<2.14,>=2.13'" in requires.stdout, requires
+    other = build_env.run("import torch; torch.__version__ = '2.15.0'; import edition5")
+    assert other.returncode != 0
+    assert "was compiled against torch 2.13" in other.stderr and "2.15.0" in other.stderr
+
+
+def _extension_names(root: Path) -> list[str]:
+    found = (root / "build" / "cmake").rglob("_edition5_cpu_*.so")
+    return sorted({p.name.split(".")[0] for p in found})
 
 
 @pytest.mark.compile

@@ -18,7 +18,12 @@ from build2cmake.model import Kernel, Noarch, Project
 
 FORMAT = "v1"
 
-GENERAL_KEYS: Keys = {"name": KeySpec("str", required=True, doc="kernel name")}
+GENERAL_KEYS: Keys = {
+    "name": KeySpec("str", required=True, doc="kernel name"),
+    # Not v1 keys upstream: read so that a v1 file can get what update-build needs for edition 5.
+    "version": KeySpec("int", doc="major version of the kernel"),
+    "license": KeySpec("str", doc="SPDX license id"),
+}
 TORCH_KEYS: Keys = {
     **sections.TORCH_KEYS_V3,
     "universal": KeySpec("bool", doc="a pure-Python kernel with nothing to compile"),
@@ -83,6 +88,8 @@ def read(data: Mapping[str, Any], build_toml: Path) -> Project:
         kernels=tuple(found),
         framework="torch-noarch" if universal else "torch",
         noarch=Noarch(universal=True) if universal else None,
+        version=r.get(general, "version", "[general]", r.integer),
+        license=r.get(general, "license", "[general]", r.string),
     )
 
 

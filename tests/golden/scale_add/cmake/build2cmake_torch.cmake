@@ -283,11 +283,13 @@ function(build2cmake_add_extension name)
   target_compile_definitions(${name} PRIVATE TORCH_EXTENSION_NAME=${name}
     # The module records it (registration.h); _ops.py refuses a torch of another release.
     "BUILD2CMAKE_TORCH_VERSION=\"$<IF:$<BOOL:${BUILD2CMAKE_STABLE_ABI}>,,${BUILD2CMAKE_TORCH_VERSION}>\"")
-  # Editable installs rebuild on import without printing the build log; this one line says
-  # that a rebuild happened (it runs only when the extension is linked again).
+  # Editable installs rebuild on import without printing the build log (scikit-build-core
+  # captures it); when an import's rebuild (SKBUILD_EDITABLE_SKIP is set then) links the
+  # extension again, this leaves a note that _ops.py prints as one line.
   add_custom_command(TARGET ${name} POST_BUILD
     COMMAND "${Python_EXECUTABLE}" -c
-      "import sys; sys.stderr.write('build2cmake: rebuilt ${name}\\n')"
+      "import os, sys; os.environ.get('SKBUILD_EDITABLE_SKIP') and open(sys.argv[1], 'w').write(sys.argv[2])"
+      "${CMAKE_BINARY_DIR}/build2cmake-rebuilt" "${name}"
     VERBATIM)
   if(BUILD2CMAKE_TORCH_BACKEND STREQUAL BUILD2CMAKE_SELECTED_BACKEND)
     # torch itself was built for this backend, so bindings may use its GPU runtime API (current

@@ -9,6 +9,7 @@ that several builds of the kernel can be loaded side by side; use `ops` and
 import contextlib
 import ctypes
 import importlib
+import pathlib
 import sys
 
 import torch
@@ -62,16 +63,28 @@ def _check_torch(name: str, built_with: str) -> None:
     # 2.15 happens to load can crash or compute garbage later. (Stable-ABI builds record no
     # version: they load into any newer torch.)
     running = torch.__version__.split("+")[0]
-    if built_with and built_with.split(".")[:2] != running.split(".")[:2]:
+    wanted = ".".join(built_with.split(".")[:2])
+    if built_with and wanted != ".".join(running.split(".")[:2]):
         raise ImportError(
             f"{__package__}: {name} was compiled against torch {built_with}, but torch "
             f"{running} is installed; rebuild it (pip install --no-build-isolation -e "
-            "<the kernel project>) or install torch "
-            + ".".join(built_with.split(".")[:2])
+            f"<the kernel project>) or install torch {wanted}"
         )
 
 
+def _report_rebuild() -> None:
+    # An editable install rebuilds on import and prints nothing (SKBUILD_EDITABLE_VERBOSE=1
+    # shows the build log); the build leaves this note when it linked the extension again.
+    project = pathlib.Path(__file__).resolve().parents[2]
+    note = project / "build/cmake/build2cmake-rebuilt"
+    with contextlib.suppress(OSError):
+        name = note.read_text()
+        note.unlink()
+        print(f"build2cmake: rebuilt {name}", file=sys.stderr)
+
+
 _NAMESPACE = _load_extension()
+_report_rebuild()
 ops = getattr(torch.ops, _NAMESPACE)
 #: The backend this build was compiled for: "cpu", "cuda" or "rocm".
 backend = _EXTENSIONS[_NAMESPACE]
