@@ -249,8 +249,9 @@ def _run(args: argparse.Namespace) -> int:
         backend = built.metadata["backend"]
         assert isinstance(backend, dict)
         archs = ", ".join(backend.get("archs", [])) or "-"
-        print(f"built {built.path} (backend {backend['type']}, archs {archs})")
+        # The "built" line stays last: scripts read the variant folder from it.
         _print_sharing(sharing)
+        print(f"built {built.path} (backend {backend['type']}, archs {archs})")
     elif args.command == "doctor":
         diagnosis = doctor.diagnose(args.build_toml)
         print(diagnosis.text)
