@@ -317,7 +317,7 @@ def build_for_sharing(
     defines: tuple[str, ...] = (),
     jobs: int | None = None,
     force: bool = False,
-) -> tuple[WriteReport, BuildReport, SharingReport]:
+) -> tuple[GenerateReport, BuildReport, SharingReport]:
     """`build`, with the checks kernel-builder runs before sharing and the kernel card.
 
     Python op registrations must use add_op_namespace_prefix (checked before compiling);
@@ -410,7 +410,7 @@ def plan_upload(
             f"repo id {chosen_repo!r}: use <owner>/<kernel name> (lowercase letters, digits, '-')"
         )
     version = project.version if project.version is not None else 1
-    chosen_branch = branch or f"v{version}"
+    chosen_branch = branch or project.hub_branch or f"v{version}"
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,99}$", chosen_branch):
         raise Build2CMakeError(f"--branch {chosen_branch!r}: not a branch name")
     variants = publish.check_fresh(

@@ -57,7 +57,12 @@ def built_variants(project: Project, project_dir: Path) -> list[Variant]:
     found = []
     for folder in sorted(build.iterdir()):
         metadata_file = folder / "metadata.json"
-        if folder.name.startswith(".") or folder.is_symlink() or not metadata_file.is_file():
+        if (
+            folder.name.startswith(".")
+            or folder.is_symlink()
+            or metadata_file.is_symlink()
+            or not metadata_file.is_file()
+        ):
             continue
         try:
             metadata = json.loads(metadata_file.read_text("utf-8"))
@@ -146,8 +151,8 @@ def card_context(project: Project, project_dir: Path) -> dict[str, Any]:
         "layers": _layer_classes(package_dir) if "layers" in names else [],
         "ops": registered_ops(project, project_dir),
         "has_benchmark": (project_dir / "benchmarks" / "benchmark.py").is_file(),
-        "upstream": None,
-        "source": None,
+        "upstream": project.upstream,
+        "source": project.source,
     }
 
 

@@ -21,10 +21,6 @@ from build2cmake.archs import rocm_arch_problem
 from build2cmake.errors import Build2CMakeError, WriteRefusedError
 from build2cmake.model import BUILDABLE_BACKENDS
 
-# SWITCH (edition): build.toml editions. True writes `edition = 5` as kernel-builder's init does.
-# Set it to False only while the build.toml reader on main does not know `edition` yet.
-WRITE_EDITION = True
-
 # The Hub's rule for kernel names (and build.toml's [general].name from edition 5 on).
 KERNEL_NAME = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
 # Hub user and organisation names: letters, digits, '-', '_' and '.', not at either end.
@@ -194,7 +190,6 @@ def render_init(
         "license": license_id,
         "backends": list(backends),
         "rocm_archs": list(rocm_archs),
-        "write_edition": WRITE_EDITION,
     }
     rendered: dict[str, bytes] = {}
     for output, template in _layout(name.package, backends).items():

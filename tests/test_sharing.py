@@ -79,6 +79,7 @@ def test_init_writes_the_project_layout_and_its_build_toml_validates(tmp_path: P
     )
     assert f"initialized {NAME} (cpu, cuda, rocm)" in result.stdout
     project = load_project(root / "build.toml")
+    assert project.source_format == "edition 5"
     assert project.hub_repo_id == NAME
     assert project.backends == ("cpu", "cuda", "rocm")
     assert project.license == "Apache-2.0"
