@@ -106,6 +106,16 @@ def extension_name(project: Project, backend: str, ops_id: str) -> str:
     return f"_{project.package_name}_{backend}_{ops_id}"
 
 
+def _stable_abi_min(project: Project, buildable: list[str]) -> str:
+    """The torch a wheel needs when every built backend uses the stable ABI ("" otherwise)."""
+    if project.torch is None:
+        return ""
+    versions = [project.torch.stable_abi_for(b) for b in buildable]
+    if not versions or None in versions:
+        return ""
+    return max((v for v in versions if v), key=lambda v: tuple(int(p) for p in v.split(".")))
+
+
 def render_project(project: Project, options: RenderOptions) -> FileSet:
     """Every file generate-torch writes for `project`, keyed by path in the target folder."""
     env = environment()
@@ -123,6 +133,10 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
         "build_dir": BUILD_DIR,
         "project_version": str(project.version) if project.version is not None else "0",
         "extension_names": [(extension_name(project, b, options.ops_id), b) for b in buildable],
+        "backend_python_depends": [
+            (b, deps) for b, deps in project.backend_python_depends if b in buildable
+        ],
+        "stable_abi_min": _stable_abi_min(project, buildable),
         "stable_abi": [
             (b, project.torch.stable_abi_for(b))
             for b in buildable
@@ -136,6 +150,14 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
 
     def render(template: str) -> str:
         return env.get_template(template).render(context, header=header)
+
+    def copied(static: str) -> str:
+        # A script copied as it is, under the header every generated file starts with (a
+        # shebang is dropped: the build runs it with its Python).
+        text = (_data_dir("cmake_templates") / static).read_text("utf-8")
+        if text.startswith("#!"):
+            text = text.split("\n", 1)[1]
+        return f"# {header}\n{text}"
 
     files = FileSet()
     if project.framework != "torch":
@@ -153,8 +175,8 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
         )
     if needs_hipify(project):
         for static in HIPIFY_FILES:
-            source = _data_dir("cmake_templates") / static
-            files.add(PurePosixPath("cmake") / PurePosixPath(static).name, source.read_bytes())
+            files.add(PurePosixPath("cmake") / PurePosixPath(static).name, copied(static))
+    files.add("cmake/build2cmake_metadata.py", copied("common/build2cmake_metadata.py"))
     files.add("torch-ext/registration.h", render("registration.h.j2"))
     files.add(PurePosixPath("torch-ext") / package / "_ops.py", render("_ops.py.j2"))
     return files

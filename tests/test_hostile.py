@@ -226,7 +226,7 @@ def test_paths_with_spaces_and_unicode_configure(tmp_path: Path) -> None:
     text = (root / "build.toml").read_text().replace("cpu/ops_cpu.cpp", "cpu/ops cpu ü.cpp")
     (root / "build.toml").write_text(text)
     generate_torch(root / "build.toml")
-    assert '"cpu/ops cpu ü.cpp"' in (root / "CMakeLists.txt").read_text()
+    assert "[[cpu/ops cpu ü.cpp]]" in (root / "CMakeLists.txt").read_text()
     result = subprocess.run(
         ["cmake", "-S", str(root), "-B", str(tmp_path / "build dir"), "-G", "Ninja",
          "-DBUILD2CMAKE_BACKEND=cpu"],

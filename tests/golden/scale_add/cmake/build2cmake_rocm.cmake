@@ -113,6 +113,28 @@ if(NOT BUILD2CMAKE_HIP_SUPPORTED_ARCHS)
   message(WARNING "build2cmake: ${CMAKE_HIP_COMPILER} did not list its supported GPU "
                   "architectures; rocm-archs are not checked before compiling.")
 endif()
+# The compiler may know a processor whose device library the installed ROCm does not ship
+# (Debian 12's clang-15 lists gfx1100, its rocm-device-libs stop at gfx1036): an arch needs its
+# oclc_isa_version_<id>.bc too.
+set(_b2c_bitcode_dirs "${_b2c_rocm_bitcode}" "${_b2c_rocm_root}/amdgcn/bitcode")
+file(GLOB _b2c_llvm_bitcode LIST_DIRECTORIES true
+  "${_b2c_rocm_root}/lib/llvm/lib/clang/*/lib/amdgcn/bitcode"
+  "${_b2c_rocm_root}/llvm/lib/clang/*/lib/amdgcn/bitcode"
+  "/usr/lib/llvm-*/lib/clang/*/amdgcn/bitcode")
+foreach(_b2c_dir IN LISTS _b2c_bitcode_dirs _b2c_llvm_bitcode)
+  file(GLOB _b2c_isa_files "${_b2c_dir}/oclc_isa_version_*.bc")
+  if(_b2c_isa_files AND BUILD2CMAKE_HIP_SUPPORTED_ARCHS)
+    set(_b2c_with_libs)
+    foreach(_b2c_arch IN LISTS BUILD2CMAKE_HIP_SUPPORTED_ARCHS)
+      string(REPLACE "gfx" "" _b2c_id "${_b2c_arch}")
+      if(EXISTS "${_b2c_dir}/oclc_isa_version_${_b2c_id}.bc")
+        list(APPEND _b2c_with_libs "${_b2c_arch}")
+      endif()
+    endforeach()
+    set(BUILD2CMAKE_HIP_SUPPORTED_ARCHS ${_b2c_with_libs})
+    break()
+  endif()
+endforeach()
 
 # Compile definitions for ROCm builds, as kernel-builder sets them: torch.utils.cpp_extension's
 # (__HIP_PLATFORM_AMD__, USE_ROCM, HIPBLAS_V2; for HIP sources CUDA_HAS_FP16 and warp-sync
@@ -175,7 +197,7 @@ function(_build2cmake_rocm_archs target out)
     if(BUILD2CMAKE_HIP_SUPPORTED_ARCHS AND NOT processor IN_LIST BUILD2CMAKE_HIP_SUPPORTED_ARCHS)
       message(STATUS "build2cmake: ${target}: skipping '${arch}' of its ${origin}: "
         "${CMAKE_HIP_COMPILER} (${CMAKE_HIP_COMPILER_ID} ${CMAKE_HIP_COMPILER_VERSION}) cannot "
-        "compile for it")
+        "compile for it (or the installed ROCm has no device library for it)")
     else()
       list(APPEND kept "${arch}")
     endif()
@@ -209,7 +231,7 @@ function(_build2cmake_hipify target out)
     file(RELATIVE_PATH relative "${BUILD2CMAKE_PROJECT_DIR}" "${CMAKE_CURRENT_SOURCE_DIR}/${source}")
     string(REGEX REPLACE "\\.cu$" ".hip" hipified "${root}/${relative}")
     set(includes)
-    foreach(include IN LISTS arg_INCLUDES)
+    foreach(include IN LISTS arg_INCLUDES BUILD2CMAKE_PROJECT_INCLUDES)
       file(RELATIVE_PATH rel_include "${BUILD2CMAKE_PROJECT_DIR}"
         "${CMAKE_CURRENT_SOURCE_DIR}/${include}")
       list(APPEND includes --include "${rel_include}")

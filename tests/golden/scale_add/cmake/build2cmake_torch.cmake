@@ -280,7 +280,15 @@ function(build2cmake_add_extension name)
   else()
     Python_add_library(${name} MODULE USE_SABI 3.9 WITH_SOABI ${arg_SOURCES})
   endif()
-  target_compile_definitions(${name} PRIVATE TORCH_EXTENSION_NAME=${name})
+  target_compile_definitions(${name} PRIVATE TORCH_EXTENSION_NAME=${name}
+    # The module records it (registration.h); _ops.py refuses a torch of another release.
+    "BUILD2CMAKE_TORCH_VERSION=\"$<IF:$<BOOL:${BUILD2CMAKE_STABLE_ABI}>,,${BUILD2CMAKE_TORCH_VERSION}>\"")
+  # Editable installs rebuild on import without printing the build log; this one line says
+  # that a rebuild happened (it runs only when the extension is linked again).
+  add_custom_command(TARGET ${name} POST_BUILD
+    COMMAND "${Python_EXECUTABLE}" -c
+      "import sys; sys.stderr.write('build2cmake: rebuilt ${name}\\n')"
+    VERBATIM)
   if(BUILD2CMAKE_TORCH_BACKEND STREQUAL BUILD2CMAKE_SELECTED_BACKEND)
     # torch itself was built for this backend, so bindings may use its GPU runtime API (current
     # stream, device guards); a ROCm or CUDA build compiled against a CPU torch may not.
@@ -363,6 +371,8 @@ function(build2cmake_write_build_info extension)
   string(JSON json SET "${json}" "backend" "\"${BUILD2CMAKE_SELECTED_BACKEND}\"")
   string(JSON json SET "${json}" "backend_version" "\"${BUILD2CMAKE_BACKEND_VERSION}\"")
   string(JSON json SET "${json}" "torch_version" "\"${BUILD2CMAKE_TORCH_VERSION}\"")
+  # The torch version of the stable ABI this backend targets ("" for the regular C++ API).
+  string(JSON json SET "${json}" "stable_abi" "\"${BUILD2CMAKE_STABLE_ABI}\"")
   # torch's C++ ABI, for the variant name: a pre-C++11-ABI torch says so in TORCH_CXX_FLAGS.
   if(TORCH_CXX_FLAGS MATCHES "_GLIBCXX_USE_CXX11_ABI=0")
     string(JSON json SET "${json}" "torch_cxx11_abi" "false")
