@@ -12,6 +12,7 @@ import os
 import stat
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from build2cmake.checks import op_registration_violations
 from build2cmake.config import load_project
 from build2cmake.errors import Build2CMakeError
 from build2cmake.offload import rocm_targets
-from tests.conftest import BuildEnv, requires_nvcc, requires_rocm_toolchain, run_cli
+from tests.conftest import REPO, BuildEnv, requires_nvcc, requires_rocm_toolchain, run_cli
 
 NAME = "my-org/add-one"
 PACKAGE = "add_one"
@@ -368,3 +369,29 @@ def test_build_strict_fails_on_a_kernel_abi_check_violation(tmp_path: Path) -> N
     strict = run_cli("build", root / "build.toml", "--backend", "cpu", "--strict")
     assert strict.returncode == 2
     assert "--strict" in strict.stderr and "PyUnicode_AsUTF8" in strict.stderr
+
+
+@pytest.mark.compile
+def test_wheel_ships_the_project_templates_and_init_works_from_it(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = wheels.glob("build2cmake-*.whl")
+    unpacked = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        archive.extractall(unpacked)
+    assert "build2cmake/_data/project_templates/gitignore.j2" in names
+    assert "build2cmake/_data/project_templates/tests/__init__.py" in names
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys; from build2cmake.cli import main; sys.exit(main())",
+         "init", "k", "--name", NAME, "--backends", "all"],
+        capture_output=True, text=True, cwd=tmp_path, check=False,
+        env={"PYTHONPATH": str(unpacked), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "k" / ".gitignore").is_file()
+    assert load_project(tmp_path / "k" / "build.toml").hub_repo_id == NAME
