@@ -12,7 +12,8 @@ from pathlib import Path
 
 import tomlkit
 
-from build2cmake import builder
+from build2cmake import builder, card, checks, kernel_tests, publish
+from build2cmake import init as project_init
 from build2cmake.builder import BuildReport
 from build2cmake.config import CURRENT_FORMAT, load_project, read_document
 from build2cmake.config.migrate import to_edition5
@@ -27,6 +28,7 @@ from build2cmake.fileset import (
 )
 from build2cmake.model import BUILDABLE_BACKENDS, Project
 from build2cmake.render import BUILD_DIR, RenderOptions, extension_name, render_project
+from build2cmake.variant import installed_torch_backend
 
 # What clean removes besides the generated files: the build folder of the generated pyproject
 # and any variant of it (e.g. `-C build-dir=build/cmake-rocm`).
@@ -273,3 +275,152 @@ def _remove_empty_parents(folder: Path, stop: Path) -> None:
         if folder.exists():
             return
         folder = folder.parent
+
+
+# --- Sharing a kernel: init, checks before sharing, the kernel card, kernels_ci tests, upload ---
+
+
+@dataclass(frozen=True)
+class SharingReport:
+    """What `build` adds for sharing: kernel-abi-check per extension and the filled card."""
+
+    abi: tuple[checks.AbiReport, ...]
+    card: Path | None
+
+
+def init(
+    directory: Path | None,
+    name: str,
+    *,
+    backends: tuple[str, ...] = (),
+    license_id: str = project_init.DEFAULT_LICENSE,
+    rocm_archs: tuple[str, ...] = project_init.DEFAULT_ROCM_ARCHS,
+    force: bool = False,
+) -> project_init.InitReport:
+    """Create a new kernel project (build.toml edition 5, sources, binding, tests, card)."""
+    return project_init.init_project(
+        directory,
+        name,
+        backends=backends,
+        license_id=license_id,
+        rocm_archs=rocm_archs,
+        force=force,
+    )
+
+
+def build_for_sharing(
+    build_toml: Path,
+    *,
+    strict: bool = False,
+    backend: str | None = None,
+    ops_id: str | None = None,
+    defines: tuple[str, ...] = (),
+    jobs: int | None = None,
+    force: bool = False,
+) -> tuple[GenerateReport, BuildReport, SharingReport]:
+    """`build`, with the checks kernel-builder runs before sharing and the kernel card.
+
+    Python op registrations must use add_op_namespace_prefix (checked before compiling);
+    kernel-abi-check runs on each extension (with `strict`, a violation is an error); CARD.md,
+    if the project has one, is filled in as build/README.md.
+    """
+    project = load_project(build_toml)
+    checks.check_op_registrations(build_toml.parent / "torch-ext" / project.package_name)
+    report, built = build(
+        build_toml, backend=backend, ops_id=ops_id, defines=defines, jobs=jobs, force=force
+    )
+    abi = tuple(checks.abi_check(library) for library in sorted(built.path.glob("*.so")))
+    card_path = card.write_card(project, build_toml.parent)
+    if strict:
+        failed = [r for r in abi if not r.checked or not r.ok]
+        if failed:
+            raise Build2CMakeError(
+                "--strict: "
+                + "\n".join(r.summary() for r in failed)
+                + f"\n({built.path} was written; it is not fit to share as it is)"
+            )
+    return report, built, SharingReport(abi, card_path)
+
+
+def run_kernel_tests(
+    build_toml: Path,
+    *,
+    variant: str | None = None,
+    ops_id: str | None = None,
+    defines: tuple[str, ...] = (),
+    jobs: int | None = None,
+) -> int:
+    """Build (if needed) and run the kernels_ci tests against build/<variant>/; pytest's status.
+
+    Without `variant`, the backend is the first of CUDA, ROCm, XPU, Metal, CPU that build.toml
+    declares and this machine can load; building it is incremental, so an up-to-date variant
+    costs only CMake's check.
+    """
+    project = load_project(build_toml)
+    project_dir = build_toml.parent
+    if variant is not None:
+        folder = kernel_tests.variant_folder(project, project_dir, variant)
+    else:
+        backend = (
+            None
+            if project.universal
+            else kernel_tests.pick_backend(project, installed_torch_backend())
+        )
+        _, built, _ = build_for_sharing(
+            build_toml, backend=backend, ops_id=ops_id, defines=defines, jobs=jobs
+        )
+        folder = built.path
+    return kernel_tests.run_tests(project, project_dir, folder)
+
+
+@dataclass(frozen=True)
+class UploadPlan:
+    """What `upload` hands to the Hugging Face uploader."""
+
+    repo_id: str
+    branch: str
+    variants: tuple[str, ...]
+    # Empty when no uploader is installed; `missing` then says what to do.
+    command: tuple[str, ...]
+    missing: str = ""
+
+
+def plan_upload(
+    build_toml: Path,
+    *,
+    repo_id: str | None = None,
+    branch: str | None = None,
+    ops_id: str | None = None,
+    private: bool = False,
+    create_pr: bool = False,
+) -> UploadPlan:
+    """Check build/ against build.toml (refusing a stale build) and find the uploader."""
+    project = load_project(build_toml)
+    project_dir = build_toml.parent
+    chosen_repo = repo_id or project.hub_repo_id
+    if chosen_repo is None:
+        raise BuildConfigError(
+            build_toml,
+            "[general.hub].repo-id",
+            'missing; set it (e.g. repo-id = "my-org/my-kernel") or pass --repo-id',
+        )
+    owner, _, name = chosen_repo.partition("/")
+    if not project_init.OWNER_NAME.match(owner) or not project_init.KERNEL_NAME.match(name):
+        raise Build2CMakeError(
+            f"repo id {chosen_repo!r}: use <owner>/<kernel name> (lowercase letters, digits, '-')"
+        )
+    version = project.version if project.version is not None else 1
+    chosen_branch = branch or project.hub_branch or f"v{version}"
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,99}$", chosen_branch):
+        raise Build2CMakeError(f"--branch {chosen_branch!r}: not a branch name")
+    variants = publish.check_fresh(
+        project, project_dir, build_toml, ops_id or default_ops_id(build_toml)
+    )
+    where = project_dir.resolve()
+    command = publish.uploader(
+        where, chosen_repo, chosen_branch, private=private, create_pr=create_pr
+    )
+    if command is None:
+        missing = publish.no_uploader(where, chosen_repo, chosen_branch)
+        return UploadPlan(chosen_repo, chosen_branch, tuple(variants), (), missing)
+    return UploadPlan(chosen_repo, chosen_branch, tuple(variants), tuple(command))

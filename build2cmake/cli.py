@@ -7,8 +7,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from build2cmake import __version__, api, doctor
+from build2cmake import __version__, api, doctor, publish
 from build2cmake.errors import Build2CMakeError
+from build2cmake.init import DEFAULT_ROCM_ARCHS
 from build2cmake.model import BUILDABLE_BACKENDS
 
 
@@ -98,6 +99,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="overwrite edited generated files and variant folders build2cmake did not make",
     )
+    bld.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail when kernel-abi-check finds a violation (or is not installed)",
+    )
 
     doc = commands.add_parser(
         "doctor",
@@ -112,7 +118,80 @@ def _parser() -> argparse.ArgumentParser:
         "update-build", help="rewrite an older build.toml as edition 5, keeping comments"
     )
     upd.add_argument("build_toml", type=Path, metavar="BUILD_TOML")
+    _add_sharing_commands(commands)
     return parser
+
+
+def _add_sharing_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """init, test and upload: kernel-builder's workflow around the build."""
+    ini = commands.add_parser(
+        "init",
+        help="create a new kernel project (build.toml, kernel sources, binding, tests, card)",
+        description="Create a kernel project: build.toml (edition 5, [general.hub] repo-id), one "
+        "kernel source per backend, torch-ext/ binding and package, tests/ (kernels_ci), "
+        "example.py, benchmarks/, CARD.md, .gitignore and .gitattributes.",
+    )
+    ini.add_argument(
+        "directory", type=Path, nargs="?", metavar="DIR", help="default: ./<kernel name>"
+    )
+    ini.add_argument(
+        "--name", required=True, metavar="OWNER/NAME", help="the Hub repository, e.g. my-org/relu"
+    )
+    ini.add_argument(
+        "--backends",
+        nargs="+",
+        default=[],
+        metavar="BACKEND",
+        help=f"{' '.join(BUILDABLE_BACKENDS)} or all (default: cuda)",
+    )
+    ini.add_argument("--license", default="Apache-2.0", help="SPDX id (default: Apache-2.0)")
+    ini.add_argument(
+        "--rocm-archs",
+        nargs="+",
+        metavar="ARCH",
+        help="the rocm kernel's rocm-archs (default: gfx90a gfx942)",
+    )
+    ini.add_argument(
+        "--force",
+        action="store_true",
+        help="write into a non-empty DIR (replaces init's files, keeps the others)",
+    )
+
+    tst = commands.add_parser(
+        "test",
+        help="build if needed and run the kernels_ci tests against build/<variant>/",
+        description="Run `pytest tests -m kernels_ci` with the kernel loaded from build/<variant>/ "
+        "as kernels loads it. Without --variant: the first backend of CUDA, ROCm, XPU, Metal, "
+        "CPU that build.toml declares and this machine can load, built first (incrementally). "
+        "Exits with pytest's status.",
+    )
+    tst.add_argument(
+        "build_toml", type=Path, nargs="?", default=Path("build.toml"), metavar="BUILD_TOML"
+    )
+    tst.add_argument("--variant", metavar="V", help="test this existing build/<V>/ folder")
+    tst.add_argument("--ops-id", metavar="ID", help="as for build")
+    tst.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE")
+    tst.add_argument("-j", "--jobs", type=int, metavar="N")
+
+    upl = commands.add_parser(
+        "upload",
+        help="hand build/ to the Hugging Face uploader (refuses a stale build)",
+        description="Check that every build/<variant>/ matches build.toml and is newer than its "
+        "sources, then run the Hugging Face uploader (`kernels upload` when the installed kernels "
+        "has it, else `kernel-builder upload`): build/ to branch v<version> of the repo-id, "
+        "build/README.md (the card) to main.",
+    )
+    upl.add_argument(
+        "build_toml", type=Path, nargs="?", default=Path("build.toml"), metavar="BUILD_TOML"
+    )
+    upl.add_argument("--repo-id", help="default: [general.hub].repo-id")
+    upl.add_argument("--branch", help="default: v<version>")
+    upl.add_argument("--ops-id", metavar="ID", help="the ops id the variants were built with")
+    upl.add_argument("--private", action="store_true", help="create the repository private")
+    upl.add_argument("--create-pr", action="store_true", help="open a pull request instead")
+    upl.add_argument(
+        "--dry-run", action="store_true", help="check and print the command; upload nothing"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -172,8 +251,9 @@ def _run(args: argparse.Namespace) -> int:
         if not clean_report.removed and not clean_report.kept_edited:
             print("nothing to clean")
     elif args.command == "build":
-        _, built = api.build(
+        _, built, sharing = api.build_for_sharing(
             args.build_toml,
+            strict=args.strict,
             backend=args.backend,
             ops_id=args.ops_id,
             defines=tuple(args.defines),
@@ -183,14 +263,77 @@ def _run(args: argparse.Namespace) -> int:
         backend = built.metadata["backend"]
         assert isinstance(backend, dict)
         archs = ", ".join(backend.get("archs", [])) or "-"
+        # The "built" line stays last: scripts read the variant folder from it.
+        _print_sharing(sharing)
         print(f"built {built.path} (backend {backend['type']}, archs {archs})")
     elif args.command == "doctor":
         diagnosis = doctor.diagnose(args.build_toml)
         print(diagnosis.text)
         return 0 if diagnosis.ok else 1
+    elif args.command in ("init", "test", "upload"):
+        return _run_sharing(args)
     elif args.command == "update-build":
         if api.update_build(args.build_toml):
             print(f"{args.build_toml}: rewritten as edition 5")
         else:
             print(f"{args.build_toml}: already edition 5")
     return 0
+
+
+def _print_sharing(sharing: api.SharingReport) -> None:
+    for abi in sharing.abi:
+        print(abi.summary())
+    if sharing.card is not None:
+        print(f"wrote {sharing.card} (the kernel card, from CARD.md)")
+    else:
+        print("no CARD.md: no kernel card (build/README.md) written")
+
+
+def _run_sharing(args: argparse.Namespace) -> int:
+    if args.command == "init":
+        report = api.init(
+            args.directory,
+            args.name,
+            backends=tuple(args.backends),
+            license_id=args.license,
+            rocm_archs=tuple(args.rocm_archs or DEFAULT_ROCM_ARCHS),
+            force=args.force,
+        )
+        for name in report.written:
+            print(f"wrote {report.directory / name}")
+        print(
+            f"initialized {report.name.repo_id} ({', '.join(report.backends)}) in "
+            f"{report.directory}; next: build2cmake build {report.directory / 'build.toml'}"
+        )
+        return 0
+    if args.command == "test":
+        status = api.run_kernel_tests(
+            args.build_toml,
+            variant=args.variant,
+            ops_id=args.ops_id,
+            defines=tuple(args.defines),
+            jobs=args.jobs,
+        )
+        if status == 5:
+            print("build2cmake test: no test is marked kernels_ci (@pytest.mark.kernels_ci)")
+        return status
+    plan = api.plan_upload(
+        args.build_toml,
+        repo_id=args.repo_id,
+        branch=args.branch,
+        ops_id=args.ops_id,
+        private=args.private,
+        create_pr=args.create_pr,
+    )
+    print(f"upload to {plan.repo_id}, branch {plan.branch}:")
+    print(publish.describe(plan.variants, args.build_toml.parent))
+    if not plan.command:
+        if args.dry_run:
+            print(f"dry run: build/ is ready; {plan.missing}")
+            return 0
+        raise Build2CMakeError(plan.missing)
+    print("+ " + " ".join(plan.command), flush=True)
+    if args.dry_run:
+        print("dry run: nothing uploaded")
+        return 0
+    return publish.run_upload(plan.command)

@@ -1,0 +1,268 @@
+"""`build2cmake init`: a new kernel project (edition 5 build.toml, kernel sources, binding, tests).
+
+The files come from our own templates in project_templates/ (rendered when they end in `.j2`,
+copied as they are otherwise). Everything is rendered in memory first, so a bad name or backend
+writes nothing; then each file is written to a temporary file beside it and renamed into place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import jinja2
+
+from build2cmake.archs import rocm_arch_problem
+from build2cmake.errors import Build2CMakeError, WriteRefusedError
+from build2cmake.model import BUILDABLE_BACKENDS
+
+# The Hub's rule for kernel names (and build.toml's [general].name from edition 5 on).
+KERNEL_NAME = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
+# Hub user and organisation names: letters, digits, '-', '_' and '.', not at either end.
+OWNER_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$")
+# An SPDX license expression as metadata.json and the card carry it ("Apache-2.0", "MIT OR X").
+_SPDX_ID = r"[A-Za-z0-9][A-Za-z0-9.+-]*"
+LICENSE = re.compile(rf"^{_SPDX_ID}(?: (?:AND|OR|WITH) {_SPDX_ID})*$")
+
+DEFAULT_BACKENDS = ("cuda",)  # as kernel-builder's init on Linux
+DEFAULT_LICENSE = "Apache-2.0"
+# MI200 and MI300X. gfx942 needs ROCm >= 5.7; older toolchains override the list at build time.
+DEFAULT_ROCM_ARCHS = ("gfx90a", "gfx942")
+
+
+@dataclass(frozen=True)
+class KernelName:
+    """`--name owner/name`, checked, with the names derived from it."""
+
+    owner: str
+    name: str
+
+    @property
+    def repo_id(self) -> str:
+        """The Hub repository: owner/name."""
+        return f"{self.owner}/{self.name}"
+
+    @property
+    def package(self) -> str:
+        """The Python package (and op) name: dashes become underscores."""
+        return self.name.replace("-", "_")
+
+    @property
+    def class_name(self) -> str:
+        """CamelCase, for the benchmark class."""
+        return "".join(part.capitalize() for part in self.name.split("-"))
+
+
+def parse_kernel_name(text: str) -> KernelName:
+    """Check `owner/name` against the Hub's rules; one error saying what would be valid."""
+    owner, slash, name = text.partition("/")
+    if not slash or "/" in name or not owner or not name:
+        raise Build2CMakeError(
+            f"--name {text!r}: use <owner>/<kernel name>, "
+            f"e.g. my-org/{_suggest(text) or 'my-kernel'}"
+        )
+    if not OWNER_NAME.match(owner) or ".." in owner or "--" in owner:
+        raise Build2CMakeError(
+            f"--name {text!r}: {owner!r} is not a Hub user or organisation name (letters, digits, "
+            "'-', '_' and '.', starting and ending with a letter or digit)"
+        )
+    if not KERNEL_NAME.match(name):
+        suggestion = _suggest(name)
+        hint = f" (did you mean {owner}/{suggestion}?)" if suggestion else ""
+        raise Build2CMakeError(
+            f"--name {text!r}: {name!r} is not a valid kernel name: lowercase letters, digits "
+            f"and '-', starting with a letter and not ending with '-'{hint}"
+        )
+    return KernelName(owner, name)
+
+
+def _suggest(name: str) -> str:
+    """The nearest valid kernel name, or '' when there is none."""
+    candidate = re.sub(r"[^a-z0-9-]+", "-", name.split("/")[-1].lower()).strip("-")
+    candidate = re.sub(r"-{2,}", "-", candidate).lstrip("0123456789-")
+    return candidate if KERNEL_NAME.match(candidate) else ""
+
+
+def resolve_backends(selected: Sequence[str]) -> tuple[str, ...]:
+    """`--backends` values (`all` or backend names) as build.toml lists them, in canonical order."""
+    if not selected:
+        return DEFAULT_BACKENDS
+    chosen: set[str] = set()
+    for value in selected:
+        if value == "all":
+            chosen.update(BUILDABLE_BACKENDS)
+        elif value in BUILDABLE_BACKENDS:
+            chosen.add(value)
+        else:
+            raise Build2CMakeError(
+                f"--backends {value!r}: build2cmake builds {', '.join(BUILDABLE_BACKENDS)} "
+                "(or 'all' of them)"
+            )
+    return tuple(b for b in BUILDABLE_BACKENDS if b in chosen)
+
+
+@dataclass(frozen=True)
+class InitReport:
+    """Where init put the project and which files it wrote (relative, sorted)."""
+
+    directory: Path
+    name: KernelName
+    backends: tuple[str, ...]
+    written: tuple[str, ...]
+
+
+def _data_dir() -> Path:
+    packaged = Path(__file__).parent / "_data" / "project_templates"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).parent.parent / "project_templates"
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(_data_dir())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    # Values reach TOML and Python only as quoted literals (they are checked as well).
+    env.filters["toml"] = lambda value: json.dumps(str(value))
+    env.filters["py"] = lambda value: repr(str(value))
+    return env
+
+
+def _layout(package: str, backends: Sequence[str]) -> dict[str, str]:
+    """Output path -> template path, for the chosen backends."""
+    files = {
+        "build.toml": "build.toml.j2",
+        ".gitignore": "gitignore.j2",
+        ".gitattributes": "gitattributes",
+        "CARD.md": "CARD.md",
+        "example.py": "example.py.j2",
+        "benchmarks/benchmark.py": "benchmarks/benchmark.py.j2",
+        "torch-ext/torch_binding.cpp": "torch-ext/torch_binding.cpp.j2",
+        "torch-ext/torch_binding.h": "torch-ext/torch_binding.h.j2",
+        f"torch-ext/{package}/__init__.py": "torch-ext/__init__.py.j2",
+        "tests/__init__.py": "tests/__init__.py",
+        "tests/conftest.py": "tests/conftest.py.j2",
+        f"tests/test_{package}.py": "tests/test_kernel.py.j2",
+    }
+    sources = {
+        "cpu": (f"{package}_cpu/{package}_cpu.cpp", "kernel_cpu/kernel_cpu.cpp.j2"),
+        "cuda": (f"{package}_cuda/{package}.cu", "kernel_cuda/kernel.cu.j2"),
+        "rocm": (f"{package}_rocm/{package}.hip", "kernel_rocm/kernel.hip.j2"),
+    }
+    for backend in backends:
+        output, template = sources[backend]
+        files[output] = template
+    return files
+
+
+def render_init(
+    name: KernelName,
+    backends: Sequence[str],
+    *,
+    license_id: str = DEFAULT_LICENSE,
+    rocm_archs: Sequence[str] = DEFAULT_ROCM_ARCHS,
+) -> dict[str, bytes]:
+    """The new project's files in memory: relative path -> content."""
+    if not LICENSE.match(license_id):
+        raise Build2CMakeError(
+            f"--license {license_id!r}: use an SPDX license identifier, e.g. Apache-2.0 or MIT"
+        )
+    for arch in rocm_archs:
+        problem = rocm_arch_problem(arch)
+        if problem is not None:
+            raise Build2CMakeError(f"--rocm-archs: {problem}")
+    env = _environment()
+    context = {
+        "name": name.name,
+        "package": name.package,
+        "repo_id": name.repo_id,
+        "class_name": name.class_name,
+        "license": license_id,
+        "backends": list(backends),
+        "rocm_archs": list(rocm_archs),
+    }
+    rendered: dict[str, bytes] = {}
+    for output, template in _layout(name.package, backends).items():
+        if template.endswith(".j2"):
+            text = env.get_template(template).render(context)
+            rendered[output] = text.encode("utf-8")
+        else:
+            rendered[output] = (_data_dir() / template).read_bytes()
+    return rendered
+
+
+def init_project(
+    directory: Path | None,
+    name: str,
+    *,
+    backends: Sequence[str] = (),
+    license_id: str = DEFAULT_LICENSE,
+    rocm_archs: Sequence[str] = DEFAULT_ROCM_ARCHS,
+    force: bool = False,
+) -> InitReport:
+    """Create a kernel project in `directory` (default: ./<kernel name>).
+
+    A non-empty directory is refused unless `force`; with it, init's own files are replaced and
+    every other file is kept.
+    """
+    kernel = parse_kernel_name(name)
+    chosen = resolve_backends(backends)
+    files = render_init(kernel, chosen, license_id=license_id, rocm_archs=rocm_archs)
+    target = directory if directory is not None else Path(kernel.name)
+    _check_target(target, force=force)
+    target.mkdir(parents=True, exist_ok=True)
+    for relative in sorted(files):
+        _write(target, relative, files[relative])
+    return InitReport(target, kernel, chosen, tuple(sorted(files)))
+
+
+def _check_target(target: Path, *, force: bool) -> None:
+    if target.exists() and not target.is_dir():
+        raise Build2CMakeError(f"{target}: exists and is not a folder")
+    resolved = target.resolve()
+    if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
+        raise Build2CMakeError(
+            f"{target}: refusing to create a kernel project in the "
+            f"{'filesystem root' if resolved == Path(resolved.anchor) else 'home folder'}; "
+            "name a new folder"
+        )
+    if target.is_dir() and any(target.iterdir()) and not force:
+        raise WriteRefusedError(
+            f"{target}: folder is not empty; pick a new folder, or pass --force to write init's "
+            "files into it (other files are kept, init's own are replaced)"
+        )
+
+
+def _write(target: Path, relative: str, content: bytes) -> None:
+    """Write one file below `target` without following a symlink anywhere on its way."""
+    parts = PurePosixPath(relative).parts
+    folder = target
+    for part in parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            raise WriteRefusedError(
+                f"{folder}: is a symlink or a file where init puts a folder; move it away"
+            )
+        folder.mkdir(exist_ok=True)
+    path = folder / parts[-1]
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise WriteRefusedError(f"{path}: is a symlink or not a file; move it away and run init")
+    descriptor, tmp = tempfile.mkstemp(prefix=f".{parts[-1]}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(descriptor, "wb") as stream:
+            stream.write(content)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
