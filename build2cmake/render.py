@@ -75,8 +75,9 @@ def cmake_quote(value: object) -> str:
 
 
 def toml_str(value: object) -> str:
-    """A TOML basic string: JSON's string escapes are TOML's (control characters as \\uXXXX)."""
-    return json.dumps(str(value), ensure_ascii=False)
+    """A TOML basic string: JSON's string escapes are TOML's (control characters as \\uXXXX);
+    DEL, which JSON leaves alone and TOML refuses, is escaped too."""
+    return json.dumps(str(value), ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def py_str(value: object) -> str:
