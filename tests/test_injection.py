@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import ast
 import subprocess
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from build2cmake.api import generate_torch, validate
 from build2cmake.errors import Build2CMakeError, BuildConfigError
