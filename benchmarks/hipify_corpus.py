@@ -1,7 +1,8 @@
 """Hipify and compile the .cu sources of every rocm kernel section under the given folders.
 
 Run from the repository root (ROCm toolchain and torch installed, see scripts/setup.sh):
-    python benchmarks/hipify_corpus.py [--arch gfx90a] [--jobs 2] ROOT...
+    python benchmarks/hipify_corpus.py [--arch gfx90a] [--std c++20] [--jobs 2]
+        [--isystem DIR]... ROOT...
 
 Each ROOT is searched for */build.toml (e.g. a clone of huggingface/kernels-community and
 huggingface/kernels/examples/kernels). For each kernel section with backend = "rocm" (or the
@@ -11,7 +12,11 @@ HIP compiler, the installed torch's include folders and the definitions and flag
 uses for HIP (USE_ROCM, ENABLE_FP8, -U__HIP_NO_HALF_*, -fno-gpu-rdc) plus cpp_extension's
 (__HIP_PLATFORM_AMD__, HIPBLAS_V2, CUDA_HAS_FP16) and the kernel's own hip-flags. Include folders
 are the ones the generated CMake passes: the hipified source's mirror folder, the mirrored
-include folders, then the original ones. Prints one Markdown row per kernel.
+include folders, then the original ones. Prints one Markdown row per kernel, then one per source.
+
+--isystem adds headers the local ROCm lacks: Debian 12's ROCm 5.2 has no rocThrust/hipCUB (torch's
+complex.h needs <thrust/complex.h> in HIP code); benchmarks/rocm_torch_shim/ stands in for the
+ROCm-torch-only ATen/hip and c10/hip headers, to check a hipified source past them.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ DEFINES = [
 ]
 # Headers only a ROCm build of torch ships: their absence is not the kernel's fault here.
 TORCH_GPU_HEADER = re.compile(r"fatal error: '((?:ATen|c10)/hip/[^']+)' file not found")
+# Where a crashing clang was: its stack dump names the file it was parsing.
+CRASH_SITE = re.compile(r"^\d\.\t(\S+?/include/)?(\S+):\d+:\d+: ", re.MULTILINE)
 
 
 @dataclass
@@ -110,6 +117,9 @@ def first_error(stderr: str) -> str:
     missing = TORCH_GPU_HEADER.search(stderr)
     if missing:
         return f"includes {missing.group(1)} (ROCm torch only)"
+    if "Segmentation fault" in stderr:
+        site = CRASH_SITE.search(stderr)
+        return "compiler crashed (segfault)" + (f" parsing {site.group(2)}" if site else "")
     for line in stderr.splitlines():
         if "error:" in line:
             return line.split("error:", 1)[1].strip()[:140]
