@@ -387,3 +387,59 @@ def test_hipified_source_compiles_for_gfx90a_and_gfx940_from_the_mirrored_header
         assert str(out / "include" / header) in read
         assert str(kernel / "include" / header) not in read
     assert str(out / "csrc" / "launch.h") in read
+
+
+NINJA_PROJECT = """\
+cmake_minimum_required(VERSION 3.20)
+project(hipify_depfile LANGUAGES NONE)
+set(out "${CMAKE_BINARY_DIR}/hipify")
+# What the rocm template does per .cu source; the stamp stands in for the HIP compile.
+add_custom_command(
+  OUTPUT "${out}/csrc/scale.hip"
+  COMMAND "${PYTHON}" "${SCRIPT}" --project-dir "${PROJECT}" --output-dir "${out}"
+          --include include --depfile "${out}/csrc/scale.hip.d"
+          --output "${out}/csrc/scale.hip" csrc/scale.cu
+  DEPENDS "${PROJECT}/csrc/scale.cu" "${SCRIPT}"
+  DEPFILE "${out}/csrc/scale.hip.d"
+  COMMENT "hipify csrc/scale.cu")
+add_custom_command(
+  OUTPUT compiled.stamp
+  COMMAND "${CMAKE_COMMAND}" -E touch compiled.stamp
+  DEPENDS "${out}/csrc/scale.hip"
+  COMMENT "compile scale.hip")
+add_custom_target(kernel ALL DEPENDS compiled.stamp)
+"""
+
+
+@pytest.mark.compile
+def test_ninja_reruns_hipify_for_an_edited_header_and_recompiles_only_on_a_changed_result(
+    kernel: Path, tmp_path: Path
+) -> None:
+    if shutil.which("cmake") is None or shutil.which("ninja") is None:
+        pytest.skip("needs cmake and ninja")
+    source_dir, build = tmp_path / "cmake", tmp_path / "cmake" / "build"
+    source_dir.mkdir()
+    (source_dir / "CMakeLists.txt").write_text(NINJA_PROJECT)
+    subprocess.run(
+        ["cmake", "-S", source_dir, "-B", build, "-G", "Ninja", f"-DPYTHON={sys.executable}",
+         f"-DSCRIPT={SCRIPT}", f"-DPROJECT={kernel}"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+
+    def build_steps() -> list[str]:
+        result = subprocess.run(["ninja", "-C", build], capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout
+        return [step for step in ("hipify", "compile") if f"] {step} " in result.stdout]
+
+    assert build_steps() == ["hipify", "compile"]
+    assert build_steps() == []
+    # An edit that changes a header's hipified copy but not the source's: hipify runs again
+    # (the depfile names the header) and leaves scale.hip untouched, so nothing that depends on
+    # scale.hip alone reruns (the real compile also reads the header, through its own depfile).
+    helpers = kernel / "include" / "cuda_helpers.h"
+    helpers.write_text(helpers.read_text() + "// edited\n")
+    assert build_steps() == ["hipify"]
+    assert build_steps() == []  # and it does not rerun on every build after that
+    source = kernel / "csrc" / "scale.cu"
+    source.write_text(source.read_text() + "// edited\n")
+    assert build_steps() == ["hipify", "compile"]
