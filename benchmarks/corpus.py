@@ -45,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -234,6 +234,8 @@ def read_plan(build_toml: Path) -> Plan:
     `[torch-noarch]`; v3 without a framework section (`[torch]`/`[tvm-ffi]`) is noarch.
     An unreadable file gives an empty plan: validate reports it.
     """
+    if build_toml.is_symlink():
+        return Plan((), False)  # its target may be outside the project; validate judges it
     try:
         data = tomlkit.parse(build_toml.read_text("utf-8")).unwrap()
     except (OSError, UnicodeDecodeError, TOMLKitError):
@@ -343,7 +345,7 @@ def _end_group(process: subprocess.Popen[bytes]) -> None:
             continue
 
 
-_CMAKE_ERROR = re.compile(r"^CMake Error( at [^:]+:\d+)?")
+_CMAKE_ERROR = re.compile(r"^CMake Error(?: at [^:]+:\d+(?: \([^)]*\))?)?:\s*(.*)$")
 _COMPILER_ERROR = re.compile(r"^(?P<where>\S+?(:\d+)+|\S+\(\d+\)):\s+(fatal )?error( \w+)?:\s*")
 _PLAIN_ERROR = re.compile(r"^(\S+: )?(fatal )?error:\s*", re.IGNORECASE)
 _LINKER_ERROR = re.compile(r"undefined reference to|undefined symbol|cannot find -l")
@@ -363,11 +365,11 @@ def first_error(output: str, project_dir: Path) -> str:
         if line.startswith("Traceback (most recent call last)"):
             tail = next((x for x in lines[index + 1 :] if x and not x.startswith(" ")), "")
             return _clip(f"TRACEBACK: {tail}")
-        if _CMAKE_ERROR.match(line):
-            message = [x.strip() for x in lines[index + 1 : index + 6] if x.strip()]
-            if message:
-                return _clip(f"CMake: {' '.join(message[:2])}")
-            return _clip(line)
+        if cmake := _CMAKE_ERROR.match(line):
+            # "CMake Error: text", or "CMake Error at file:line (message):" + indented text.
+            message = [cmake.group(1)] if cmake.group(1) else []
+            message += [x.strip() for x in lines[index + 1 : index + 6] if x.strip()]
+            return _clip(f"CMake: {' '.join(message[:2])}" if message else line)
         if line.startswith("build2cmake: error:"):
             tool_line = tool_line or line.removeprefix("build2cmake: error:").strip()
             continue
@@ -385,10 +387,17 @@ def _clip(text: str) -> str:
 
 
 def failure_reason(message: str) -> str:
-    """`message` with what differs between projects (names, paths, indices, values) removed."""
+    """`message` with what differs between projects (names, paths, indices, values) removed.
+
+    A compiler's message keeps its values (which header is missing is the point) and loses only
+    its file:line; build2cmake's and CMake's messages lose kernel names, indices and quoted values.
+    """
+    located = re.match(r"^(\w+: )?(\S+?(:\d+)+|\S+\(\d+\)):\s+(?=(fatal )?error)", message)
+    if located:
+        return (located.group(1) or "") + message[located.end() :]
     reason = re.sub(r"^\S*build\.toml: ", "", message)
-    reason = re.sub(r"^(\S+?(:\d+)+|\S+\(\d+\)):\s+", "", reason)
     reason = re.sub(r"\[kernel\.[^\]]+\]", "[kernel.*]", reason)
+    reason = re.sub(r"\b(kernel|target) [A-Za-z0-9_]+", r"\1 …", reason)
     reason = re.sub(r"\[\d+\]", "[N]", reason)
     reason = re.sub(r"'[^']*'", "'…'", reason)
     reason = re.sub(r'"[^"]*"', '"…"', reason)
@@ -417,45 +426,51 @@ class Runner:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{step}.log").write_text(output, "utf-8")
 
-    def project(self, found: Found) -> ProjectResult:
-        """Copy, validate, generate and build one project; never raises for the project's faults."""
-        start = time.monotonic()
-        deadline = start + self.args.timeout
-        result = ProjectResult(found.name, "started", 0.0)
-        basename = found.path.name
-        # The stage at which this project must fail, if it is one of those that exist to fail.
-        result.expected = EXPECTED_FAILURES.get(basename, "")
+    @contextlib.contextmanager
+    def _workspace(self, found: Found) -> Iterator[tuple[Path, dict[str, str], list[str]]]:
+        """A fresh copy of the project (removed afterwards unless --keep), its environment."""
         work = Path(tempfile.mkdtemp(prefix="corpus-", dir=self.args.work_dir))
         # Compiler-cache hits across runs although every run copies to a new folder.
         env = {"CCACHE_BASEDIR": str(work), **self.env}
+        copy = work / _safe_name(found.path.name)
         try:
-            self._stages(found, work / _safe_name(basename), deadline, result, env)
+            left_out = copy_project(found.path, copy)
+            yield copy, env, left_out
         finally:
             if self.args.keep:
                 print(f"   kept {work}", flush=True)
             else:
                 shutil.rmtree(work, ignore_errors=True)
-        result.seconds = time.monotonic() - start
-        return result
 
-    def _stages(
-        self,
-        found: Found,
-        copy: Path,
-        deadline: float,
-        result: ProjectResult,
-        env: dict[str, str],
-    ) -> None:
+    def check(self, found: Found) -> ProjectResult:
+        """Copy, validate and generate one project, and plan its backends (pending or skipped).
+
+        Never raises for the project's faults: they end up in the result.
+        """
+        start = time.monotonic()
+        deadline = start + self.args.timeout
+        result = ProjectResult(found.name, "started", 0.0)
+        # The stage at which this project must fail, if it is one of those that exist to fail.
+        result.expected = EXPECTED_FAILURES.get(found.path.name, "")
         try:
-            left_out = copy_project(found.path, copy)
+            with self._workspace(found) as (copy, env, left_out):
+                if left_out:
+                    result.notes = _clip(f"not copied (not files): {', '.join(left_out)}")
+                self._check(found, copy, env, deadline, result)
         except OSError as error:
             result.stage = "copy failed"
             result.first_error = _clip(f"copying {found.path}: {error}")
-            return
-        if left_out:
-            result.notes = _clip(f"not copied (not files): {', '.join(left_out)}")
-        build_toml = copy / "build.toml"
+        result.seconds = time.monotonic() - start
+        return result
 
+    def _check(
+        self,
+        found: Found,
+        copy: Path,
+        env: dict[str, str],
+        deadline: float,
+        result: ProjectResult,
+    ) -> None:
         for step, arguments in (
             ("validate", ["validate", "build.toml"]),
             ("generate", ["generate-torch", "build.toml"]),
@@ -474,25 +489,33 @@ class Runner:
             result.stage = "validated" if step == "validate" else "generated"
             if self.args.stage == step:
                 return
-
-        plan = read_plan(build_toml)
-        results = self._backend_plan(plan)
-        result.backends = results
-        for backend in results:
-            if backend.status != "pending":
-                continue
-            self._build(found.name, copy, backend, deadline, env)
-            if not result.first_error and backend.status in ("failed", "timeout"):
-                result.first_error = f"{backend.backend}: {backend.detail}"
-        attempted = [b for b in results if b.status != "skipped"]
-        if not attempted:
+        result.backends = self._backend_plan(read_plan(copy / "build.toml"))
+        if not any(b.status == "pending" for b in result.backends):
             result.stage = "generated; nothing to build here"
-        elif all(b.status == "built" for b in attempted):
-            result.stage = "built"
-        elif any(b.status == "timeout" for b in attempted):
-            result.stage = "build timeout"
-        else:
-            result.stage = "build failed"
+
+    def build(self, found: Found, result: ProjectResult) -> None:
+        """Build the pending backends of a checked project in a fresh copy; updates `result`."""
+        start = time.monotonic()
+        deadline = start + self.args.timeout
+        try:
+            with self._workspace(found) as (copy, env, _):
+                for backend in result.backends:
+                    if backend.status in ("pending", "not run"):
+                        self._build(found.name, copy, backend, deadline, env)
+        except OSError as error:
+            result.first_error = result.first_error or _clip(f"copying {found.path}: {error}")
+        result.seconds += time.monotonic() - start
+        failed = next((b for b in result.backends if _failed(b)), None)
+        if failed is not None and not result.first_error:
+            result.first_error = f"{failed.backend}: {failed.detail}"
+        result.stage = build_stage(result.backends)
+
+    def not_run(self, result: ProjectResult) -> None:
+        """Mark the pending backends of a project the --budget left no time for."""
+        for backend in result.backends:
+            if backend.status == "pending":
+                backend.status, backend.detail = "not run", "--budget spent"
+        result.stage = "builds not run (--budget)"
 
     def _backend_plan(self, plan: Plan) -> list[BackendResult]:
         """One entry per backend the project has: pending (to build) or skipped with why."""
@@ -545,6 +568,30 @@ class Runner:
         backend.variant, backend.archs = metadata
 
 
+def build_stage(backends: Sequence[BackendResult]) -> str:
+    """The stage a project's builds reached, from its backends."""
+    attempted = [b for b in backends if b.status != "skipped"]
+    if not attempted:
+        return "generated; nothing to build here"
+    if all(b.status == "built" for b in attempted):
+        return "built"
+    if any(b.status == "timeout" for b in attempted):
+        return "build timeout"
+    if any(b.status == "failed" for b in attempted):
+        return "build failed"
+    return "builds not run (--budget)"
+
+
+def source_bytes(folder: Path) -> int:
+    """Bytes in a project's files (symlinks not followed): the order builds run in, small first."""
+    total = 0
+    for path, _, files in os.walk(folder, followlinks=False):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(path, name)).st_size
+    return total
+
+
 def _built_metadata(output: str, copy: Path) -> tuple[str, list[str]] | None:
     """The variant folder `build` reported and the archs its metadata.json lists."""
     matches = re.findall(r"^built (\S+)", output, re.MULTILINE)
@@ -567,7 +614,7 @@ def totals(results: Sequence[ProjectResult], skipped: Sequence[Found]) -> dict[s
     """Counts for the summary: how far projects got, and per backend built/attempted/skipped."""
     reached_validate = [r for r in results if r.stage not in ("validate failed", "copy failed")]
     validated = [r for r in reached_validate if r.stage != "validate timeout"]
-    generated = [r for r in validated if not r.stage.startswith("generate")]
+    generated = [r for r in validated if r.stage not in ("generate failed", "generate timeout")]
     per_backend: dict[str, dict[str, int]] = {}
     for r in results:
         for b in r.backends:
@@ -679,8 +726,8 @@ def _totals_line(summary: dict[str, object]) -> str:
     backends = summary["backends"]
     assert isinstance(backends, dict)
     per = "; ".join(
-        f"{name} {c['built']} built, {c['failed']} failed, {c['skipped']} skipped"
-        for name, c in backends.items()
+        f"{name} " + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+        for name, counts in backends.items()
     )
     return (
         f"{summary['projects']} projects ({summary['templates skipped']} templates skipped), "
@@ -818,6 +865,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="compiled backends to build where possible (default: cpu,rocm; add cuda to build "
         "CUDA kernels when nvcc is here)",
     )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        metavar="SECONDS",
+        help="start no build after this many seconds of building (the rest: `not run`)",
+    )
     parser.add_argument("-j", "--jobs", type=int, default=2, help="compile jobs (default: 2)")
     parser.add_argument(
         "--timeout", type=float, default=1200.0, help="seconds per project (default: 1200)"
@@ -875,23 +928,45 @@ def main(argv: Sequence[str] | None = None) -> int:
             "failure_groups": [asdict(g) for g in failure_groups(results)],
         }
 
-    interrupted = False
-    for index, project in enumerate(projects, 1):
-        print(f"[{index}/{len(projects)}] {project.name}", flush=True)
-        if project.name in earlier:
-            result = earlier[project.name]
-            print("   (from the earlier run in --json)")
-        else:
-            try:
-                result = runner.project(project)
-            except KeyboardInterrupt:
-                interrupted = True
-                print("interrupted; the results so far follow", flush=True)
-                break
-        results.append(result)
-        print(text_table([result]), flush=True)
+    def save() -> None:
         if args.json:
             write_json(args.json, document())
+
+    interrupted = False
+    try:
+        # Pass 1: validate and generate everything (seconds each), so the table has every row
+        # even when the builds do not all fit into --budget.
+        for index, project in enumerate(projects, 1):
+            print(f"[{index}/{len(projects)}] {project.name}", flush=True)
+            earlier_result = earlier.get(project.name)
+            if earlier_result is not None and earlier_result.stage != "started":
+                result = earlier_result
+                print("   (from the earlier run in --json)")
+            else:
+                result = runner.check(project)
+            results.append(result)
+            print(text_table([result]), flush=True)
+            save()
+        # Pass 2: the builds, smallest project first.
+        pending = [
+            (project, result)
+            for project, result in zip(projects, results, strict=True)
+            if any(b.status in ("pending", "not run") for b in result.backends)
+        ]
+        pending.sort(key=lambda item: source_bytes(item[0].path))
+        budget_end = time.monotonic() + args.budget if args.budget else None
+        for index, (project, result) in enumerate(pending, 1):
+            if budget_end is not None and time.monotonic() >= budget_end:
+                runner.not_run(result)
+                continue
+            print(f"[build {index}/{len(pending)}] {project.name}", flush=True)
+            runner.build(project, result)
+            print(text_table([result]), flush=True)
+            save()
+    except KeyboardInterrupt:
+        interrupted = True
+        print("interrupted; the results so far follow", flush=True)
+    save()
 
     summary = totals(results, templates)
     print("\n" + text_table(results))
