@@ -197,6 +197,7 @@ def _first_program(name: str, prefixes: Sequence[str | None]) -> str | None:
 def find_projects(roots: Sequence[Path]) -> list[Found]:
     """Every folder holding a build.toml under `roots`, sorted per root; templates marked."""
     found: list[Found] = []
+    seen: set[Path] = set()  # overlapping roots give each project once
     for root in roots:
         root = root.resolve()
         here: list[Found] = []
@@ -207,6 +208,9 @@ def find_projects(roots: Sequence[Path]) -> list[Found]:
                 continue
             dirs[:] = []  # a project's own folders are not projects
             path = Path(folder)
+            if path in seen:
+                continue
+            seen.add(path)
             relative = path.relative_to(root)
             name = root.name if relative == Path(".") else f"{root.name}/{relative.as_posix()}"
             here.append(Found(name, path, _template_reason(path / "build.toml")))
@@ -844,6 +848,10 @@ def _selected(found: Found, patterns: Iterable[str]) -> bool:
     )
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the corpus; exit 0 when every project ran (whatever it reached), 2 on bad usage."""
     parser = argparse.ArgumentParser(
@@ -907,6 +915,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.jobs < 1 or args.timeout <= 0:
         parser.error("-j and --timeout must be positive")
 
+    # A terminated run ends like an interrupted one: the running command's process group is
+    # ended, temporary copies removed, and the results so far written.
+    signal.signal(signal.SIGTERM, _interrupt)
     toolchains = Toolchains.find()
     meta = run_metadata(args, toolchains)
     print(f"build2cmake: {meta['build2cmake']}", flush=True)
