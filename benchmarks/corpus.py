@@ -108,10 +108,11 @@ class BackendResult:
     def short(self) -> str:
         """A few words for the table: `rocm: built (gfx90a, gfx940)`, `cuda: skipped (...)`."""
         if self.status == "built":
-            archs = f" ({', '.join(self.archs)})" if self.archs else ""
-            return f"{self.backend}: built{archs}"
-        if self.status == "skipped":
-            return f"{self.backend}: skipped ({self.detail})"
+            return f"{self.backend}: built ({', '.join([*self.archs, f'{self.seconds:.0f} s'])})"
+        if self.status in ("skipped", "not run"):
+            return f"{self.backend}: {self.status} ({self.detail})"
+        if self.status in ("failed", "timeout"):
+            return f"{self.backend}: {self.status} ({self.seconds:.0f} s)"
         return f"{self.backend}: {self.status}"
 
 
@@ -701,7 +702,10 @@ def markdown(
         "",
         f"{meta['date']}; build2cmake {meta['build2cmake']}; {meta['machine']}; "
         f"torch {meta['torch']}; stage {meta['stage']}; backends asked: {meta['backends']}; "
-        f"-j {meta['jobs']}; timeout {meta['timeout']} s per project.",
+        f"-j {meta['jobs']}; timeout {meta['timeout']} s per project"
+        + (f"; builds started within {meta['budget']} s" if meta["budget"] else "")
+        + "".join(f"; -D {define}" for define in _strings(meta["defines"]))
+        + ".",
         f"Toolchains: C++ {meta['cxx'] or 'none'}, hipcc {meta['hipcc'] or 'none'}, "
         f"nvcc {meta['nvcc'] or 'none'}. Command: `{meta['command']}`",
         "",
@@ -724,6 +728,10 @@ def markdown(
         ]
         lines.append("")
     return "\n".join(lines)
+
+
+def _strings(value: object) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def _totals_line(summary: dict[str, object]) -> str:
@@ -804,7 +812,8 @@ def run_metadata(args: argparse.Namespace, toolchains: Toolchains) -> dict[str, 
             text=True,
             check=False,
         )
-        revision = f"{checkout} @ {git.stdout.strip()}" if git.returncode == 0 else location
+        # The checkout's folder name and commit: no machine paths in the published table.
+        revision = f"{checkout.name} @ {git.stdout.strip()}" if git.returncode == 0 else location
     try:
         from importlib.metadata import version
 
@@ -820,12 +829,27 @@ def run_metadata(args: argparse.Namespace, toolchains: Toolchains) -> dict[str, 
         "backends": ",".join(args.backends),
         "jobs": args.jobs,
         "timeout": args.timeout,
+        "budget": args.budget,
         "defines": list(args.defines),
-        "cxx": toolchains.cxx,
-        "hipcc": toolchains.hipcc,
-        "nvcc": toolchains.nvcc,
+        "cxx": _with_version(toolchains.cxx, "++"),
+        "hipcc": _with_version(toolchains.hipcc, "HIP version"),
+        "nvcc": _with_version(toolchains.nvcc, "release"),
         "command": "python benchmarks/corpus.py " + " ".join(sys.argv[1:]),
     }
+
+
+def _with_version(program: str | None, marker: str) -> str | None:
+    """`program (the line of its --version output holding marker)`, for the record."""
+    if program is None:
+        return None
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        output = subprocess.run(
+            [program, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+        line = next((x.strip() for x in output.splitlines() if marker in x), "")
+        if line:
+            return f"{program} ({line})"
+    return program
 
 
 def _backends(text: str) -> list[str]:
