@@ -376,7 +376,14 @@ def first_error(output: str, project_dir: Path) -> str:
             message += [x.strip() for x in lines[index + 1 : index + 6] if x.strip()]
             return _clip(f"CMake: {' '.join(message[:2])}" if message else line)
         if line.startswith("build2cmake: error:"):
-            tool_line = tool_line or line.removeprefix("build2cmake: error:").strip()
+            if not tool_line:
+                # A message of several lines (e.g. the files a refusal names): its first three.
+                following = []
+                for x in lines[index : index + 3]:
+                    if not x.startswith("build2cmake: error:"):
+                        break
+                    following.append(x.removeprefix("build2cmake: error:").strip())
+                tool_line = " ".join(following)
             continue
         if _COMPILER_ERROR.match(line) or _PLAIN_ERROR.match(line) or _LINKER_ERROR.search(line):
             return _clip(line.strip())
