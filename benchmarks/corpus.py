@@ -1,8 +1,8 @@
 """Run build2cmake over real kernel projects: validate, generate and build each one, one row each.
 
     PYTHONPATH=<checkout> python benchmarks/corpus.py ROOT... [--stage validate|generate|build]
-        [--backends cpu,rocm[,cuda]] [-j 2] [--timeout 1200] [-D NAME=VALUE]... [--only GLOB]...
-        [--json FILE] [--markdown FILE|-] [--logs DIR] [--keep]
+        [--backends cpu,rocm[,cuda]] [-j 2] [--timeout 1200] [--budget SECONDS] [-D NAME=VALUE]...
+        [--only GLOB]... [--json FILE [--resume]] [--markdown FILE|-] [--logs DIR] [--keep]
 
 A project is a folder holding a build.toml (folders inside a project are not searched further;
 a build.toml with Jinja placeholders, such as kernel-builder's `init` template, is a template and
@@ -20,12 +20,16 @@ as `<this interpreter> -P -m build2cmake` (PYTHONPATH picks the checkout under t
                             take very long on a few cores, so it is opt-in)
                     and once without --backend for a noarch/universal project (no compiler).
 
-Each backend ends "built" (with the variant folder and archs its metadata.json names), "skipped
-(why)", "failed" (the first error line of its output) or "timeout". Each project gets one row
-(stage reached, backends, first error, seconds); the end prints totals and the distinct failure
-reasons, grouped. --json writes everything (after each project, so a long run can be read while
-it goes); --markdown writes the table section into a Markdown file (benchmarks/RESULTS.md),
-replacing an earlier one. --timeout bounds each project as a whole (every step it runs).
+First every project is validated and generated (seconds each), then the builds run in a fresh
+copy, smallest project first; --budget stops starting builds after that many seconds (the rest
+are "not run"). Each backend ends "built" (with the archs its metadata.json names), "skipped
+(why)", "failed" (the first error line of its output), "timeout" or "not run". Each project
+gets one row (stage reached, backends, first error, seconds); the end prints totals and the
+distinct failure reasons, grouped. --json writes everything after each step, so a long run can
+be read while it goes and continued with --resume; --markdown writes the table section into a
+Markdown file (benchmarks/RESULTS.md), replacing an earlier one. --timeout bounds each project's
+checks, and again its builds. Ctrl-C or SIGTERM ends the running command's process group and
+still writes the results so far.
 """
 
 from __future__ import annotations
@@ -88,7 +92,7 @@ class Found:
 
 @dataclass(frozen=True)
 class Plan:
-    """What build.toml says there is to build (read with tomllib, independent of build2cmake)."""
+    """What build.toml says there is to build (read with tomlkit, independent of build2cmake)."""
 
     compiled: tuple[str, ...]
     noarch: bool
@@ -96,7 +100,7 @@ class Plan:
 
 @dataclass
 class BackendResult:
-    """One backend of one project: built, skipped (why), failed (first error) or timeout."""
+    """One backend of one project: pending, built, skipped/not run (why), failed, timeout."""
 
     backend: str
     status: str
