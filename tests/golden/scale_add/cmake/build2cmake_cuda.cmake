@@ -72,10 +72,11 @@ if torch.version.cuda and torch.cuda.is_available():
   set(${out} ${defaults} PARENT_SCOPE)
 endfunction()
 
-# nvcc flags as kernel-builder sets them: torch.utils.cpp_extension's --expt-relaxed-constexpr,
-# without its __CUDA_NO_HALF*/__CUDA_NO_BFLOAT16* definitions (kernels written for kernel-builder
-# use half and bfloat16 conversions), plus ENABLE_FP8 (CUDA >= 11.8).
-set(BUILD2CMAKE_CUDA_NVCC_FLAGS --expt-relaxed-constexpr)
+# nvcc flags as kernel-builder's builds get them: torch.utils.cpp_extension's
+# --expt-relaxed-constexpr, without its __CUDA_NO_HALF*/__CUDA_NO_BFLOAT16* definitions (kernels
+# written for kernel-builder use half and bfloat16 conversions), ENABLE_FP8 (CUDA >= 11.8), and
+# --expt-extended-lambda, which a CUDA torch's CMake package adds (a CPU torch's does not).
+set(BUILD2CMAKE_CUDA_NVCC_FLAGS --expt-relaxed-constexpr --expt-extended-lambda)
 if(CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 11.8)
   list(APPEND BUILD2CMAKE_CUDA_NVCC_FLAGS -DENABLE_FP8)
 endif()

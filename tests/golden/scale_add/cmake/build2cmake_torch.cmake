@@ -211,11 +211,12 @@ endmacro()
 # its own copies of C++ standard library templates into the extension.
 macro(build2cmake_find_torch)
   list(APPEND CMAKE_PREFIX_PATH "${BUILD2CMAKE_TORCH_CMAKE_PREFIX}")
-  # A CUDA torch's CMake package appends -gencode flags for TORCH_CUDA_ARCH_LIST to
-  # CMAKE_CUDA_FLAGS; each kernel chooses its own capabilities, so keep the flags as they were.
-  set(_b2c_cuda_flags "${CMAKE_CUDA_FLAGS}")
+  # A CUDA torch's CMake package appends its nvcc flags to CMAKE_CUDA_FLAGS (kernels rely on
+  # some, e.g. --expt-extended-lambda), with -gencode flags for TORCH_CUDA_ARCH_LIST among them;
+  # each kernel chooses its own capabilities, so those go, as kernel-builder's
+  # clear_gencode_flags does.
   find_package(Torch REQUIRED)
-  set(CMAKE_CUDA_FLAGS "${_b2c_cuda_flags}")
+  string(REGEX REPLACE "-gencode[ =]arch=[^ ]+" "" CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS}")
 
   add_library(build2cmake_torch INTERFACE)
   add_library(build2cmake::torch ALIAS build2cmake_torch)
