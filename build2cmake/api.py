@@ -203,6 +203,7 @@ def build_variants(
     jobs: int | None = None,
     force: bool = False,
     allow_toolkit_mismatch: bool = False,
+    isolated: bool = True,
     out: TextIO = sys.stdout,
 ) -> list[VariantResult]:
     """Build each Hub variant (None: list_variants) in its own uv environment into
@@ -227,6 +228,7 @@ def build_variants(
         defines=defines,
         force=force,
         allow_toolkit_mismatch=allow_toolkit_mismatch,
+        isolated=isolated,
         out=out,
     )
 

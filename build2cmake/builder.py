@@ -186,10 +186,11 @@ def compile_project(
 
 
 # The cache variable through which `build` tells the CMake templates how a user passes a
-# setting to this command, so that their messages suggest `-D NAME=...` rather than pip's
-# `-C cmake.define.NAME=...`.
+# setting to this command, so that their messages suggest `-DNAME=...` rather than pip's
+# `-C cmake.define.NAME=...`: a message writes `${BUILD2CMAKE_DEFINE_HINT}NAME=value` (no space,
+# as CMake's cache keeps no trailing blank; `build` takes -DNAME=VALUE as well as -D NAME=VALUE).
 DEFINE_HINT_VARIABLE = "BUILD2CMAKE_DEFINE_HINT"
-BUILD_DEFINE_HINT = "-D "
+BUILD_DEFINE_HINT = "-D"
 _DEFINES_RECORD = "build2cmake-defines.json"
 
 

@@ -175,6 +175,12 @@ def _add_variant_options(bld: argparse.ArgumentParser) -> None:
         help="variants built at once (default 1); -j is split between them",
     )
     group.add_argument(
+        "--no-isolation",
+        action="store_true",
+        help="build with this environment's torch and compilers instead of uv environments "
+        "(no downloads); each variant must be what this environment builds",
+    )
+    group.add_argument(
         "--index-url", metavar="URL", help="package index for torch and nvcc (default PyPI)"
     )
     group.add_argument(
@@ -284,6 +290,7 @@ def _build_variants(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         force=args.force,
         allow_toolkit_mismatch=args.allow_toolkit_mismatch,
+        isolated=not args.no_isolation,
     )
     print(summary_table(results))
     return 0 if all(r.ok for r in results) else 1

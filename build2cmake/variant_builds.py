@@ -23,7 +23,7 @@ from build2cmake import builder
 from build2cmake.errors import Build2CMakeError
 from build2cmake.hub_variants import HubVariant
 from build2cmake.model import Project
-from build2cmake.variant_env import PackageSources, prepare_env
+from build2cmake.variant_env import PackageSources, VariantEnv, prepare_env
 
 
 @dataclass(frozen=True)
@@ -60,9 +60,15 @@ def build_variants(
     allow_toolkit_mismatch: bool = False,
     python: str = sys.executable,
     env_root: Path | None = None,
+    isolated: bool = True,
     out: TextIO = sys.stdout,
 ) -> list[VariantResult]:
-    """Build every variant; a failure is recorded in its result, never raised."""
+    """Build every variant; a failure is recorded in its result, never raised.
+
+    `isolated=False` builds each with `python` and the toolchain of the current environment
+    instead of a uv environment (a machine without network access, whose torch is the
+    variant's); a variant that environment does not make fails.
+    """
     if concurrent < 1:
         raise Build2CMakeError(f"--concurrent {concurrent}: use 1 or more")
     per_variant_jobs = split_jobs(jobs, concurrent)
@@ -96,6 +102,7 @@ def build_variants(
                     allow_toolkit_mismatch=allow_toolkit_mismatch,
                     python=python,
                     env_root=env_root,
+                    isolated=isolated,
                     log=log,
                     install_lock=install_lock,
                 )
@@ -128,6 +135,7 @@ def _build_one(
     allow_toolkit_mismatch: bool,
     python: str,
     env_root: Path | None,
+    isolated: bool,
     log: TextIO,
     install_lock: threading.Lock,
 ) -> VariantResult:
@@ -137,7 +145,10 @@ def _build_one(
             f"build.toml declares no {variant.backend} backend "
             f"(it declares {', '.join(extension_for)})"
         )
-    env = prepare_env(variant, sources, cutlass=cutlass, python=python, root=env_root, log=log)
+    if isolated:
+        env = prepare_env(variant, sources, cutlass=cutlass, python=python, root=env_root, log=log)
+    else:
+        env = VariantEnv(path=Path(sys.prefix), python=Path(python), env=dict(os.environ))
     compiled = builder.compile_variant(
         project,
         project_dir,
@@ -154,7 +165,7 @@ def _build_one(
     if compiled.variant != folder:
         raise Build2CMakeError(
             f"the environment's torch and toolkit make {compiled.variant}, not {folder}"
-            + _index_hint(variant)
+            + (_index_hint(variant) if isolated else "")
         )
     with install_lock:
         report = builder.install_variant(project, project_dir, compiled, force=force)

@@ -82,8 +82,8 @@ def test_a_define_given_to_one_build_does_not_stick_to_the_next(tmp_path: Path) 
     built_folder(first, root)
     assert cache_entry(build_dir, "BUILD2CMAKE_LINKER") == "OFF"
     assert "linking with -fuse-ld" not in first.stdout
-    # CMake's messages name the setting the way this command takes it (-D NAME=...).
-    assert cache_entry(build_dir, "BUILD2CMAKE_DEFINE_HINT") == "-D "
+    # CMake's messages name the setting the way this command takes it (-DNAME=...).
+    assert cache_entry(build_dir, "BUILD2CMAKE_DEFINE_HINT") == "-D"
 
     second = run_cli("build", root / "build.toml", "--backend", "cpu")
     built_folder(second, root)
@@ -215,3 +215,23 @@ def test_cpu_and_cuda_variants_from_package_indexes(tmp_path: Path) -> None:
     logs = {v: (build / f"cmake-{v}.log").read_text() for v in variants[:4]}
     for variant, log in logs.items():
         assert "reusing " in log and "uv pip install" not in log, variant
+
+
+def test_no_isolation_builds_the_variant_this_environment_makes_and_refuses_others(
+    tmp_path: Path,
+) -> None:
+    root = copy_project(FIXTURES / "scale_add", tmp_path / "p")
+    result = run_cli(
+        "build", root / "build.toml", "--variants", "torch2.12-cpu,torch2.13-cpu", "--no-isolation"
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert re.search(
+        r"torch2\.12-cpu: FAILED: the environment's torch and toolkit make "
+        r"torch213-cxx11-cpu-\w+-linux, not torch212-cxx11-cpu-\w+-linux",
+        result.stdout,
+    ), result.stdout
+    assert "torch2.13-cpu: ok" in result.stdout
+    assert result.stdout.rstrip().endswith("1 of 2 variants built")
+    (variant_dir,) = (root / "build").glob("torch2*-cpu-*")
+    assert variant_dir.name.startswith("torch213-cxx11-cpu-")
+    assert (root / "build" / "cmake-torch2.13-cpu.log").is_file()
