@@ -267,6 +267,10 @@ def compiled_archs(backend: str, library: Path, cmake_archs: Sequence[str]) -> l
     return []
 
 
+class VariantMismatchError(Build2CMakeError):
+    """The environment builds another variant than the one asked for."""
+
+
 @dataclass(frozen=True)
 class CompiledVariant:
     """A compiled (or universal) kernel, ready to be laid out as build/<variant>/."""
@@ -289,9 +293,13 @@ def compile_variant(
     env: Mapping[str, str] | None = None,
     log: TextIO | None = None,
     allow_toolkit_mismatch: bool = False,
+    expected_variant: str | None = None,
 ) -> CompiledVariant:
     """Compile (unless universal) against `python`'s torch; name the variant as kernels will
-    look for it (after that torch's CUDA/ROCm release, see variant.toolkit_for_variant)."""
+    look for it (after that torch's CUDA/ROCm release, see variant.toolkit_for_variant).
+
+    With `expected_variant`, a configure that makes another variant stops before compiling.
+    """
     if project.universal:
         # metadata.json has no "universal" backend type; the package runs on any of them.
         chosen = (
@@ -321,6 +329,14 @@ def compile_variant(
         if note:
             print(f"build2cmake: {note}", file=log or sys.stdout, flush=True)
         named.append(version)
+        if expected_variant is not None:
+            made = arch_variant(
+                str(info["torch_version"]), bool(info["torch_cxx11_abi"]), chosen, version
+            )
+            if made != expected_variant:
+                raise VariantMismatchError(
+                    f"the environment's torch and toolkit make {made}, not {expected_variant}"
+                )
 
     install_dir, info = compile_project(
         project_dir,

@@ -149,24 +149,23 @@ def _build_one(
         env = prepare_env(variant, sources, cutlass=cutlass, python=python, root=env_root, log=log)
     else:
         env = VariantEnv(path=Path(sys.prefix), python=Path(python), env=dict(os.environ))
-    compiled = builder.compile_variant(
-        project,
-        project_dir,
-        backend=variant.backend,
-        extension_for=extension_for,
-        defines=[*env.defines, *defines],
-        jobs=jobs,
-        python=str(env.python),
-        build_dir=project_dir / "build" / f"cmake-{variant.spec}",
-        env=env.env,
-        log=log,
-        allow_toolkit_mismatch=allow_toolkit_mismatch,
-    )
-    if compiled.variant != folder:
-        raise Build2CMakeError(
-            f"the environment's torch and toolkit make {compiled.variant}, not {folder}"
-            + (_index_hint(variant) if isolated else "")
+    try:
+        compiled = builder.compile_variant(
+            project,
+            project_dir,
+            backend=variant.backend,
+            extension_for=extension_for,
+            defines=[*env.defines, *defines],
+            jobs=jobs,
+            python=str(env.python),
+            build_dir=project_dir / "build" / f"cmake-{variant.spec}",
+            env=env.env,
+            log=log,
+            allow_toolkit_mismatch=allow_toolkit_mismatch,
+            expected_variant=folder,
         )
+    except builder.VariantMismatchError as error:
+        raise Build2CMakeError(f"{error}{_index_hint(variant) if isolated else ''}") from None
     with install_lock:
         report = builder.install_variant(project, project_dir, compiled, force=force)
     backend_info = report.metadata.get("backend", {})

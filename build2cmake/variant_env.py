@@ -11,9 +11,13 @@ What goes in:
   compile needs torch's headers and libraries, not the CUDA libraries torch loads at run time
   (over 3 GB). Its small pure-Python dependencies are installed, so that `import torch` works
   where torch's own GPU libraries are not needed (a CPU torch).
-- CUDA variants: nvcc, its headers and the CUDA runtime of that release from PyPI
-  (`nvidia-cuda-nvcc-cu12` etc. for 12.x, `nvidia-cuda-nvcc` etc. for 13.x), merged into one
-  toolkit folder `<env>/cuda` (bin, include, lib, nvvm) that CMake and nvcc understand.
+- CUDA 13.x variants: nvcc, its headers, NVVM and the CUDA runtime of that release from PyPI
+  (`nvidia-cuda-nvcc`, `-crt`, `nvidia-nvvm`, `-runtime`, `-cccl`), merged into one toolkit
+  folder `<env>/cuda` (bin, include, lib, nvvm) that CMake and nvcc understand. PyPI has no nvcc
+  for CUDA 12 (nvidia-cuda-nvcc-cu12 holds only ptxas and NVVM): 12.x variants use the
+  machine's toolkit, $CUDA_HOME_12_Y or /usr/local/cuda-12.Y.
+- CPU variants against a CUDA torch (PyPI's Linux torch): the toolkit of torch's CUDA release
+  too, because torch's CMake package looks for it.
 - `nvidia-cutlass` when a CUDA kernel depends on cutlass.
 - ROCm variants: torch from `--index-url` (PyTorch's own index, e.g.
   https://download.pytorch.org/whl/rocm7.1; ROCm torch is not on PyPI). The HIP compiler is not
@@ -98,29 +102,47 @@ def cache_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "build2cmake"
 
 
+def toolkit_packages(cuda: tuple[int, int]) -> list[str]:
+    """The PyPI packages that make a CUDA toolkit able to compile (nvcc, its headers, NVVM, the
+    runtime), or [] where PyPI has none: the 12.x nvidia-cuda-nvcc-cu12 wheels carry only ptxas
+    and NVVM, not nvcc, so CUDA 12 comes from the machine (system_toolkit)."""
+    if cuda[0] < 13:
+        return []
+    release = f"{cuda[0]}.{cuda[1]}.*"
+    names = [
+        "nvidia-cuda-nvcc",
+        "nvidia-cuda-crt",
+        "nvidia-nvvm",
+        "nvidia-cuda-runtime",
+        "nvidia-cuda-cccl",
+    ]
+    return [f"{name}=={release}" for name in names]
+
+
+def system_toolkit(cuda: tuple[int, int]) -> Path:
+    """The machine's CUDA X.Y toolkit ($CUDA_HOME_X_Y, else /usr/local/cuda-X.Y)."""
+    variable = f"CUDA_HOME_{cuda[0]}_{cuda[1]}"
+    folder = Path(os.environ.get(variable) or f"/usr/local/cuda-{cuda[0]}.{cuda[1]}")
+    if not (folder / "bin" / "nvcc").is_file():
+        raise Build2CMakeError(
+            f"CUDA {cuda[0]}.{cuda[1]}: PyPI has no nvcc for CUDA {cuda[0]} (its "
+            "nvidia-cuda-nvcc-cu12 wheels hold only ptxas and NVVM), and there is none in "
+            f"{folder}; install that toolkit there, or set {variable}=/path/to/cuda"
+        )
+    return folder
+
+
 def requirements(variant: HubVariant, *, cutlass: bool = False) -> list[str]:
     """The packages (PEP 508) of `variant`'s environment, before torch's own dependencies."""
     major, minor = variant.torch
     packages = [f"torch>={major}.{minor},<{major}.{minor + 1}"]
     if variant.backend == "cuda" and variant.toolkit is not None:
-        cuda = f"{variant.toolkit[0]}.{variant.toolkit[1]}.*"
-        if variant.toolkit[0] == 12:
-            names = ["nvidia-cuda-nvcc-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cuda-cccl-cu12"]
-        elif variant.toolkit[0] >= 13:
-            # 13.x split nvcc's headers (crt) and NVVM out, and dropped the -cuXY suffix.
-            names = [
-                "nvidia-cuda-nvcc",
-                "nvidia-cuda-crt",
-                "nvidia-nvvm",
-                "nvidia-cuda-runtime",
-                "nvidia-cuda-cccl",
-            ]
-        else:
+        if variant.toolkit[0] < 12:
             raise Build2CMakeError(
-                f"{variant.spec}: nvcc before CUDA 12 is not on PyPI; build it with --backend "
-                "cuda in an environment that has that toolkit"
+                f"{variant.spec}: CUDA before 12 is not supported by --variants; build it with "
+                "--backend cuda in an environment that has that toolkit"
             )
-        packages += [f"{name}=={cuda}" for name in names]
+        packages += toolkit_packages(variant.toolkit)
         if cutlass:
             packages.append("nvidia-cutlass")
     return packages
@@ -174,21 +196,32 @@ def prepare_env(
     env_python = path / "bin" / "python"
     with _locked_file(path.with_name(path.name + ".lock")):
         record = path / _ENV_RECORD
-        if not (record.is_file() and env_python.exists()):
-            _create(path, python, packages, sources, log)
-            record.write_text(json.dumps(recipe, indent=2) + "\n", "utf-8")
+        try:
+            made = json.loads(record.read_text("utf-8"))
+            cuda = made["cuda"] if env_python.exists() else None
+        except (OSError, ValueError, KeyError, TypeError):
+            made, cuda = None, None
+        if made is None:
+            cuda = _create(path, python, variant, packages, sources, log)
+            record.write_text(json.dumps({**recipe, "cuda": cuda}, indent=2) + "\n", "utf-8")
         else:
             print(f"reusing {path}", file=log or sys.stdout, flush=True)
-    return _described(variant, path)
+    return _described(variant, path, tuple(cuda) if cuda else None)
 
 
 def _create(
     path: Path,
     python: str,
+    variant: HubVariant,
     packages: list[str],
     sources: PackageSources,
     log: TextIO | None,
-) -> None:
+) -> list[int] | None:
+    """Make the environment; returns the CUDA release its build needs (None: no CUDA).
+
+    That is the variant's, or, for a CPU (ROCm) variant built against a CUDA torch, torch's
+    own: torch's CMake package then looks for the CUDA toolkit it was built with.
+    """
     if path.exists():
         shutil.rmtree(path)
     env_python = path / "bin" / "python"
@@ -198,9 +231,24 @@ def _create(
     extra = _torch_build_dependencies(env_python)
     if extra:
         _uv([*install, *extra], log)
+    cuda = variant.toolkit if variant.backend == "cuda" else _torch_cuda(env_python)
+    if cuda is not None and variant.backend != "cuda" and toolkit_packages(cuda):
+        _uv([*install, "--no-deps", *toolkit_packages(cuda)], log)
     cuda_root = path / "lib" / f"python{_python_minor(env_python)}" / "site-packages" / "nvidia"
     if cuda_root.is_dir():
         _merge_toolkit(cuda_root, path / "cuda")
+    return list(cuda) if cuda is not None else None
+
+
+def _torch_cuda(python: Path) -> tuple[int, int] | None:
+    """torch.version.cuda of the environment's torch, as (major, minor)."""
+    from build2cmake.variant import installed_torch_toolkit
+
+    backend, version = installed_torch_toolkit(str(python))
+    if backend != "cuda" or not version:
+        return None
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
 
 
 def _python_minor(python: Path) -> str:
@@ -269,17 +317,19 @@ def _merge_toolkit(nvidia: Path, toolkit: Path) -> None:
         os.symlink("lib", toolkit / "lib64")
 
 
-def _described(variant: HubVariant, path: Path) -> VariantEnv:
+def _described(variant: HubVariant, path: Path, cuda: tuple[int, int] | None) -> VariantEnv:
     env = dict(os.environ)
     env["VIRTUAL_ENV"] = str(path)
     env["PATH"] = os.pathsep.join([str(path / "bin"), env.get("PATH", "")])
     defines: list[str] = []
-    if variant.backend == "cuda":
-        toolkit = path / "cuda"
+    if cuda is not None:
+        toolkit = path / "cuda" if toolkit_packages(cuda) else system_toolkit(cuda)
         nvcc = toolkit / "bin" / "nvcc"
         if not nvcc.is_file():
             raise Build2CMakeError(f"{path}: no nvcc in the environment ({nvcc})")
         env["CUDA_HOME"] = env["CUDA_PATH"] = str(toolkit)
         env["PATH"] = os.pathsep.join([str(toolkit / "bin"), env["PATH"]])
-        defines += [f"CMAKE_CUDA_COMPILER={nvcc}", f"CUDAToolkit_ROOT={toolkit}"]
+        defines.append(f"CUDAToolkit_ROOT={toolkit}")
+        if variant.backend == "cuda":
+            defines.append(f"CMAKE_CUDA_COMPILER={nvcc}")
     return VariantEnv(path=path, python=path / "bin" / "python", env=env, defines=tuple(defines))

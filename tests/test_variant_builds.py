@@ -99,7 +99,7 @@ def test_a_define_given_to_one_build_does_not_stick_to_the_next(tmp_path: Path) 
 
 
 # What this machine's disk holds (torch 2.13.0+cpu, torch 2.14.1+cu130, nvcc 13.0 wheels);
-# elsewhere uv takes everything from PyPI. nvcc 12.8 always comes from PyPI (cached by uv).
+# elsewhere uv takes everything from PyPI. nvcc 13.2 always comes from PyPI (cached by uv).
 LOCAL_SOURCES = [
     arg
     for option, where in (
@@ -163,11 +163,11 @@ def needed_cudart(library: Path) -> list[str]:
 def test_cpu_and_cuda_variants_from_package_indexes(tmp_path: Path) -> None:
     root = copy_project(FIXTURES / "scale_add", tmp_path / "scale_add")
     variants = [
-        "torch2.13-cpu",
-        "torch2.14-cpu",
-        "torch2.13-cu128",  # a CPU torch: named after nvcc 12.8 from PyPI
-        "torch2.14-cu130",  # torch 2.14.1 is a CUDA 13.0 build; nvcc 13.0
-        "torch2.14-cu128",  # nvcc 12.8 for a CUDA 13.0 torch: refused, the others go on
+        "torch2.13-cpu",  # torch 2.13.0+cpu
+        "torch2.14-cpu",  # torch 2.14.1, a CUDA 13.0 build: its CMake package needs CUDA 13.0
+        "torch2.13-cu132",  # a CPU torch: the variant is named after nvcc 13.2 (from PyPI)
+        "torch2.14-cu130",  # torch 2.14.1's own CUDA release, nvcc 13.0 from PyPI
+        "torch2.14-cu132",  # nvcc 13.2 for a CUDA 13.0 torch makes cu130: refused, others go on
     ]
     command = [sys.executable, "-m", "build2cmake", "build", str(root / "build.toml"),
                "--variants", ",".join(variants), *LOCAL_SOURCES, "-j", "2"]  # fmt: skip
@@ -177,28 +177,38 @@ def test_cpu_and_cuda_variants_from_package_indexes(tmp_path: Path) -> None:
     for index, variant in enumerate(variants, 1):
         assert f"[{index}/5] {variant}: building" in result.stdout
     assert re.search(
-        r"torch2\.14-cu128: FAILED: nvcc is CUDA 12\.8, but torch was built with CUDA 13\.0.*"
-        r"--allow-toolkit-mismatch",
+        r"torch2\.14-cu132: FAILED: the environment's torch and toolkit make "
+        r"torch214-cxx11-cu130-x86_64-linux, not torch214-cxx11-cu132-x86_64-linux; PyPI has "
+        r"one cuda build per torch release: .*--index-url https://download.pytorch.org/whl/cu132",
         result.stdout,
     ), result.stdout
+    build = root / "build"
+    # Named after torch's CUDA release, and the difference said after configuring, before any
+    # compile.
+    refused_log = (build / "cmake-torch2.14-cu132.log").read_text()
+    assert "nvcc is CUDA 13.2, torch was built with CUDA 13.0" in refused_log
+    assert "Building CUDA object" not in refused_log
     summary = result.stdout[result.stdout.index("variant  ") :].splitlines()
     rows = {line.split()[0]: line.split()[1:] for line in summary[1:-1]}
     assert summary[-1] == "4 of 5 variants built"
     assert rows["torch213-cxx11-cpu-x86_64-linux"][0] == "ok"
     assert rows["torch214-cxx11-cpu-x86_64-linux"][0] == "ok"
-    assert rows["torch213-cxx11-cu128-x86_64-linux"][-2:] == ["8.0+PTX,", "9.0a"]
-    assert rows["torch214-cxx11-cu130-x86_64-linux"][0] == "ok"
-    assert rows["torch214-cxx11-cu128-x86_64-linux"][0] == "FAILED"
+    assert rows["torch213-cxx11-cu132-x86_64-linux"][0] == "ok"
+    assert rows["torch214-cxx11-cu130-x86_64-linux"][-2:] == ["8.0+PTX,", "9.0a"]
+    assert rows["torch214-cxx11-cu132-x86_64-linux"][0] == "FAILED"
 
-    build = root / "build"
-    assert not (build / "torch214-cxx11-cu128-x86_64-linux").exists()
-    for folder, cudart in (("torch213-cxx11-cu128", "libcudart.so.12"),
-                           ("torch214-cxx11-cu130", "libcudart.so.13")):  # fmt: skip
+    assert not (build / "torch214-cxx11-cu132-x86_64-linux").exists()
+    for folder in ("torch213-cxx11-cu132", "torch214-cxx11-cu130"):
         variant_dir = build / f"{folder}-x86_64-linux"
         metadata = json.loads((variant_dir / "metadata.json").read_text())
         assert metadata["backend"] == {"type": "cuda", "archs": ["8.0+PTX", "9.0a"]}
         (library,) = variant_dir.glob("_scale_add_cuda_*.abi3.so")
-        assert needed_cudart(library) == [cudart]
+        assert needed_cudart(library) == ["libcudart.so.13"]
+    # Each was compiled by its own nvcc: the 13.2 build's log names nvcc 13.2.
+    assert re.search(r"CUDA compiler identification is NVIDIA 13\.2",
+                     (build / "cmake-torch2.13-cu132.log").read_text())  # fmt: skip
+    assert re.search(r"CUDA compiler identification is NVIDIA 13\.0",
+                     (build / "cmake-torch2.14-cu130.log").read_text())  # fmt: skip
 
     # Each CPU variant loads with kernels under the torch it was built for.
     check = CHECK_CPU_VARIANT.format(root=str(root))

@@ -23,7 +23,7 @@ from build2cmake.hub_variants import (
 )
 from build2cmake.variant import toolkit_for_variant
 from build2cmake.variant_builds import VariantResult, split_jobs, summary_table
-from build2cmake.variant_env import PackageSources, requirements
+from build2cmake.variant_env import PackageSources, requirements, system_toolkit
 from tests.conftest import run_cli
 
 
@@ -192,13 +192,9 @@ def test_variants_and_backend_cannot_be_combined(project: Callable[[str], Path])
 
 def test_environment_requirements_pair_torch_with_its_nvcc() -> None:
     assert requirements(parse_variant("torch2.13-cpu")) == ["torch>=2.13,<2.14"]
-    cu128 = requirements(parse_variant("torch2.9-cu128"))
-    assert cu128[0] == "torch>=2.9,<2.10"
-    assert "nvidia-cuda-nvcc-cu12==12.8.*" in cu128
-    assert "nvidia-cuda-runtime-cu12==12.8.*" in cu128
     cu130 = requirements(parse_variant("torch2.14-cu130"), cutlass=True)
     assert {"nvidia-cuda-nvcc==13.0.*", "nvidia-cuda-crt==13.0.*", "nvidia-cutlass"} <= set(cu130)
-    with pytest.raises(Build2CMakeError, match="before CUDA 12 is not on PyPI"):
+    with pytest.raises(Build2CMakeError, match="CUDA before 12 is not supported"):
         requirements(parse_variant("torch2.5-cu118"))
     sources = PackageSources("https://download.pytorch.org/whl/rocm7.1", ("file:///x",), ("/w",))
     assert sources.uv_arguments() == [
@@ -304,3 +300,17 @@ def test_ops_id_does_not_read_through_a_symlink_out_of_the_project(
     before = api.default_ops_id(root / "build.toml")
     outside.write_text("int b;\n")
     assert api.default_ops_id(root / "build.toml") == before
+
+
+def test_cuda_12_comes_from_the_machine_and_its_absence_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PyPI's nvidia-cuda-nvcc-cu12 wheels hold ptxas and NVVM only: no nvcc to install.
+    assert requirements(parse_variant("torch2.13-cu128")) == ["torch>=2.13,<2.14"]
+    monkeypatch.setenv("CUDA_HOME_12_8", str(tmp_path / "none"))
+    with pytest.raises(Build2CMakeError, match=r"PyPI has no nvcc for CUDA 12.*CUDA_HOME_12_8"):
+        system_toolkit((12, 8))
+    (tmp_path / "cuda" / "bin").mkdir(parents=True)
+    (tmp_path / "cuda" / "bin" / "nvcc").write_text("")
+    monkeypatch.setenv("CUDA_HOME_12_8", str(tmp_path / "cuda"))
+    assert system_toolkit((12, 8)) == tmp_path / "cuda"
