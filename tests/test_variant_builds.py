@@ -98,14 +98,16 @@ def test_a_define_given_to_one_build_does_not_stick_to_the_next(tmp_path: Path) 
     assert "--fresh" not in third.stdout
 
 
-# What this machine's disk holds (torch 2.13.0+cpu, torch 2.14.1+cu130, nvcc 13.0 wheels);
-# elsewhere uv takes everything from PyPI. nvcc 13.2 always comes from PyPI (cached by uv).
+# What this machine's disk holds: torch 2.13.0+cpu (a flat folder) and torch 2.14.1+cu130 with
+# its nvidia-* libraries (a local index). uv takes a package from the first index that has it
+# (extra indexes before PyPI; flat folders merged in), so torch comes from disk and everything
+# else (nvcc 13.0 and 13.2, torch's small dependencies) from PyPI, into uv's cache, once.
+# Elsewhere everything comes from PyPI.
 LOCAL_SOURCES = [
     arg
     for option, where in (
         ("--find-links", "/opt/wheels"),
         ("--extra-index-url", "/opt/pypi-more/simple"),
-        ("--extra-index-url", "/opt/pypi/simple"),
     )
     if Path(where).is_dir()
     for arg in (option, where if option == "--find-links" else f"file://{where}")
