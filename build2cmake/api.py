@@ -7,12 +7,14 @@ import hashlib
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import TextIO
 
 import tomlkit
 
-from build2cmake import builder, card, checks, kernel_tests, publish
+from build2cmake import builder, card, checks, ci, kernel_tests, publish, variant_builds
 from build2cmake import init as project_init
 from build2cmake.builder import BuildReport
 from build2cmake.config import CURRENT_FORMAT, load_project, read_document
@@ -26,9 +28,12 @@ from build2cmake.fileset import (
     locked,
     write_fileset,
 )
+from build2cmake.hub_variants import HubVariant, project_variants
 from build2cmake.model import BUILDABLE_BACKENDS, Project
 from build2cmake.render import BUILD_DIR, RenderOptions, extension_name, render_project
 from build2cmake.variant import installed_torch_backend
+from build2cmake.variant_builds import VariantResult
+from build2cmake.variant_env import PackageSources
 
 # What clean removes besides the generated files: the build folder of the generated pyproject
 # and any variant of it (e.g. `-C build-dir=build/cmake-rocm`).
@@ -42,9 +47,63 @@ def validate(build_toml: Path) -> Project:
     return load_project(build_toml)
 
 
-def default_ops_id(build_toml: Path) -> str:
-    """The ops id used without --ops-id: derived from build.toml's bytes, so it is reproducible."""
-    return hashlib.sha256(build_toml.read_bytes()).hexdigest()[:10]
+def default_ops_id(build_toml: Path, project: Project | None = None) -> str:
+    """The ops id used without --ops-id: 10 hex digits of a SHA-256 over everything compiled.
+
+    That is build.toml and every file it lists ([torch] and kernel `src`), plus the C/C++/CUDA/
+    HIP files under the folders it lists in `include` (headers the sources include). Two
+    versions of a kernel that differ in any of them get different extensions and op
+    namespaces, so they load side by side; the same files give the same id on any machine
+    (paths are hashed relative to the project, in sorted order).
+    """
+    project = project or load_project(build_toml)
+    digest = hashlib.sha256(b"build.toml\0" + build_toml.read_bytes())
+    for relative, path in _compiled_files(build_toml.parent, project):
+        content = path.read_bytes()
+        digest.update(f"\0{relative}\0{len(content)}\0".encode())
+        digest.update(content)
+    return digest.hexdigest()[:10]
+
+
+# What the compilers read from an `include` folder; other files there (data, docs, build
+# outputs) do not change the extension.
+_COMPILED_SUFFIXES = frozenset(
+    ".h .hh .hpp .hxx .cuh .inc .inl .ipp .tcc .c .cc .cpp .cxx .cu .hip".split()  # noqa: SIM905
+)
+
+
+def _compiled_files(project_dir: Path, project: Project) -> list[tuple[str, Path]]:
+    """(path relative to the project, path) of every file the ops id covers, sorted."""
+    root = project_dir.resolve()
+    sources: list[PurePosixPath] = []
+    includes: list[PurePosixPath] = []
+    if project.torch is not None:
+        sources += project.torch.sources
+        includes += project.torch.includes
+    for kernel in project.kernels:
+        sources += kernel.sources
+        includes += kernel.includes
+    # Files generate-torch wrote (registration.h, ...) follow from build.toml and the ops id.
+    manifest = Manifest.read(project_dir)
+    generated = set(manifest.files) if manifest is not None else set()
+    found: dict[str, Path] = {}
+    for source in sources:
+        found[source.as_posix()] = project_dir / source
+    for include in includes:
+        folder = project_dir / include
+        for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+            relative = path.relative_to(project_dir)
+            if (
+                path.suffix.lower() in _COMPILED_SUFFIXES
+                and relative.as_posix() not in generated
+                and not {"build", ".git", "__pycache__"} & set(relative.parts)
+                and path.is_file()
+                # A symlink that leaves the project is not read (the compile would read it,
+                # but its target is not part of the kernel's sources).
+                and path.resolve().is_relative_to(root)
+            ):
+                found[relative.as_posix()] = path
+    return sorted((k, v) for k, v in found.items() if k not in generated)
 
 
 @dataclass(frozen=True)
@@ -111,7 +170,7 @@ def generate_torch(
         )
     prefix = os.path.relpath(build_toml.parent.resolve(), target.resolve())
     options = RenderOptions(
-        ops_id=ops_id or default_ops_id(build_toml),
+        ops_id=ops_id or default_ops_id(build_toml, project),
         default_backend=backend or "auto",
         build_toml_name=build_toml.name,
         source_prefix="" if prefix == "." else prefix.replace(os.sep, "/") + "/",
@@ -130,32 +189,97 @@ def build(
     defines: tuple[str, ...] = (),
     jobs: int | None = None,
     force: bool = False,
+    allow_toolkit_mismatch: bool = False,
 ) -> tuple[GenerateReport, BuildReport]:
     """generate-torch in the project folder, then compile and write build/<variant>/."""
     report = generate_torch(build_toml, force=force, backend=backend, ops_id=ops_id)
     project = load_project(build_toml)
-    chosen_id = ops_id or default_ops_id(build_toml)
+    _check_defines(defines)
+    built = builder.build(
+        project,
+        build_toml.parent,
+        backend=backend,
+        extension_for=_extensions(project, ops_id or default_ops_id(build_toml, project)),
+        defines=defines,
+        jobs=jobs,
+        force=force,
+        allow_toolkit_mismatch=allow_toolkit_mismatch,
+    )
+    return report, built
+
+
+def _extensions(project: Project, ops_id: str) -> dict[str, str]:
+    """Backend (or "universal") -> extension name, for the backends build.toml declares."""
     names = [*BUILDABLE_BACKENDS, "universal"]
-    extension_for = {
-        b: extension_name(project, b, chosen_id)
+    return {
+        b: extension_name(project, b, ops_id)
         for b in names
         if b in project.backends or (b == "universal" and project.universal)
     }
+
+
+def _check_defines(defines: tuple[str, ...]) -> None:
     for define in defines:
         if "=" not in define:
             raise Build2CMakeError(
                 f"-D {define}: use -D NAME=VALUE, e.g. -D BUILD2CMAKE_ROCM_ARCHS=gfx90a"
             )
-    built = builder.build(
+
+
+def list_variants(build_toml: Path) -> list[HubVariant]:
+    """The Hub variants `build --all` builds for build.toml (see hub_variants)."""
+    return project_variants(load_project(build_toml))
+
+
+def build_variants(
+    build_toml: Path,
+    variants: list[HubVariant] | None,
+    *,
+    sources: PackageSources | None = None,
+    concurrent: int = 1,
+    ops_id: str | None = None,
+    defines: tuple[str, ...] = (),
+    jobs: int | None = None,
+    force: bool = False,
+    allow_toolkit_mismatch: bool = False,
+    isolated: bool = True,
+    out: TextIO = sys.stdout,
+) -> list[VariantResult]:
+    """Build each Hub variant (None: list_variants) in its own uv environment into
+    build/<variant>/; one result per variant, failures included."""
+    project = load_project(build_toml)
+    chosen = project_variants(project) if variants is None else variants
+    if not chosen:
+        raise Build2CMakeError(
+            f"{build_toml}: no variant to build (universal kernels build torch-universal with "
+            "`build2cmake build`; otherwise check [torch] and [general.cuda] minver/maxver)"
+        )
+    generate_torch(build_toml, force=force, ops_id=ops_id)
+    _check_defines(defines)
+    return variant_builds.build_variants(
         project,
         build_toml.parent,
-        backend=backend,
-        extension_for=extension_for,
-        defines=defines,
+        chosen,
+        extension_for=_extensions(project, ops_id or default_ops_id(build_toml, project)),
+        sources=sources or PackageSources(),
+        concurrent=concurrent,
         jobs=jobs,
+        defines=defines,
         force=force,
+        allow_toolkit_mismatch=allow_toolkit_mismatch,
+        isolated=isolated,
+        out=out,
     )
-    return report, built
+
+
+def github_workflow(build_toml: Path, repository_root: Path | None = None) -> str:
+    """The GitHub Actions workflow building list_variants(build_toml), one job per variant."""
+    root = (repository_root or build_toml.parent).resolve()
+    resolved = build_toml.resolve()
+    if not resolved.is_relative_to(root):
+        raise Build2CMakeError(f"{build_toml}: not inside the repository folder {root}")
+    relative = PurePosixPath(resolved.relative_to(root).as_posix())
+    return ci.github_workflow(relative, list_variants(build_toml))
 
 
 @dataclass(frozen=True)
@@ -317,6 +441,7 @@ def build_for_sharing(
     defines: tuple[str, ...] = (),
     jobs: int | None = None,
     force: bool = False,
+    allow_toolkit_mismatch: bool = False,
 ) -> tuple[GenerateReport, BuildReport, SharingReport]:
     """`build`, with the checks kernel-builder runs before sharing and the kernel card.
 
@@ -327,7 +452,13 @@ def build_for_sharing(
     project = load_project(build_toml)
     checks.check_op_registrations(build_toml.parent / "torch-ext" / project.package_name)
     report, built = build(
-        build_toml, backend=backend, ops_id=ops_id, defines=defines, jobs=jobs, force=force
+        build_toml,
+        backend=backend,
+        ops_id=ops_id,
+        defines=defines,
+        jobs=jobs,
+        force=force,
+        allow_toolkit_mismatch=allow_toolkit_mismatch,
     )
     abi = tuple(checks.abi_check(library) for library in sorted(built.path.glob("*.so")))
     card_path = card.write_card(project, build_toml.parent)

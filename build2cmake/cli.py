@@ -9,8 +9,11 @@ from pathlib import Path
 
 from build2cmake import __version__, api, doctor, publish
 from build2cmake.errors import Build2CMakeError
+from build2cmake.hub_variants import parse_variants
 from build2cmake.init import DEFAULT_ROCM_ARCHS
 from build2cmake.model import BUILDABLE_BACKENDS
+from build2cmake.variant_builds import summary_table
+from build2cmake.variant_env import PackageSources
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -104,6 +107,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fail when kernel-abi-check finds a violation (or is not installed)",
     )
+    bld.add_argument(
+        "--allow-toolkit-mismatch",
+        action="store_true",
+        help="build even when nvcc's (HIP's) major release differs from the one torch was built "
+        "with (the variant is named after torch's)",
+    )
+    _add_variant_options(bld)
 
     doc = commands.add_parser(
         "doctor",
@@ -113,6 +123,35 @@ def _parser() -> argparse.ArgumentParser:
         "command that fixes it. Exit 0 when everything build.toml needs is here, 1 otherwise.",
     )
     doc.add_argument("build_toml", type=Path, nargs="?", metavar="BUILD_TOML")
+
+    lst = commands.add_parser(
+        "list-variants",
+        help="the Hub variants `build --all` builds for BUILD_TOML",
+        description="Print, one a line, the variants (torch x backend x toolkit) that Hub "
+        "kernels carry and BUILD_TOML's backends, [torch] minver/maxver, [general.cuda] "
+        "minver/maxver and cuda-minver admit.",
+    )
+    lst.add_argument("build_toml", type=Path, metavar="BUILD_TOML")
+    lst.add_argument(
+        "--folders", action="store_true", help="print build/<variant> folder names instead"
+    )
+
+    ci = commands.add_parser("ci", help="write a CI workflow that builds every variant")
+    ci.add_argument("provider", choices=["github"], metavar="PROVIDER", help="github")
+    ci.add_argument("build_toml", type=Path, metavar="BUILD_TOML")
+    ci.add_argument(
+        "--repository",
+        type=Path,
+        metavar="DIR",
+        help="the repository root (default: the folder holding BUILD_TOML)",
+    )
+    ci.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="where to write the workflow (default: standard output)",
+    )
 
     upd = commands.add_parser(
         "update-build", help="rewrite an older build.toml as edition 5, keeping comments"
@@ -194,6 +233,43 @@ def _add_sharing_commands(commands: argparse._SubParsersAction[argparse.Argument
     )
 
 
+def _add_variant_options(bld: argparse.ArgumentParser) -> None:
+    group = bld.add_argument_group(
+        "Hub variants",
+        "Build several torch x toolkit variants, each in its own uv environment holding that "
+        "torch and (CUDA) the matching nvcc from PyPI, into build/<variant>/.",
+    )
+    which = group.add_mutually_exclusive_group()
+    which.add_argument(
+        "--variants",
+        metavar="LIST",
+        help="comma-separated, e.g. torch2.13-cpu,torch2.13-cu130 (see list-variants)",
+    )
+    which.add_argument("--all", action="store_true", help="every variant list-variants prints")
+    group.add_argument(
+        "--concurrent",
+        type=int,
+        default=1,
+        metavar="N",
+        help="variants built at once (default 1); -j is split between them",
+    )
+    group.add_argument(
+        "--no-isolation",
+        action="store_true",
+        help="build with this environment's torch and compilers instead of uv environments "
+        "(no downloads); each variant must be what this environment builds",
+    )
+    group.add_argument(
+        "--index-url", metavar="URL", help="package index for torch and nvcc (default PyPI)"
+    )
+    group.add_argument(
+        "--extra-index-url", action="append", default=[], metavar="URL", help="repeatable"
+    )
+    group.add_argument(
+        "--find-links", action="append", default=[], metavar="PATH", help="repeatable"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 success, 2 something the user must fix)."""
     args = _parser().parse_args(argv)
@@ -250,6 +326,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"kept {name} (edited since generate; --force removes it)")
         if not clean_report.removed and not clean_report.kept_edited:
             print("nothing to clean")
+    elif args.command == "build" and (args.variants or args.all):
+        return _build_variants(args)
     elif args.command == "build":
         _, built, sharing = api.build_for_sharing(
             args.build_toml,
@@ -259,6 +337,7 @@ def _run(args: argparse.Namespace) -> int:
             defines=tuple(args.defines),
             jobs=args.jobs,
             force=args.force,
+            allow_toolkit_mismatch=args.allow_toolkit_mismatch,
         )
         backend = built.metadata["backend"]
         assert isinstance(backend, dict)
@@ -272,6 +351,17 @@ def _run(args: argparse.Namespace) -> int:
         return 0 if diagnosis.ok else 1
     elif args.command in ("init", "test", "upload"):
         return _run_sharing(args)
+    elif args.command == "list-variants":
+        for variant in api.list_variants(args.build_toml):
+            print(variant.folder() if args.folders else variant.spec)
+    elif args.command == "ci":
+        workflow = api.github_workflow(args.build_toml, args.repository)
+        if args.output is None:
+            sys.stdout.write(workflow)
+        else:
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(workflow, "utf-8")
+            print(f"wrote {args.output}")
     elif args.command == "update-build":
         if api.update_build(args.build_toml):
             print(f"{args.build_toml}: rewritten as edition 5")
@@ -337,3 +427,27 @@ def _run_sharing(args: argparse.Namespace) -> int:
         print("dry run: nothing uploaded")
         return 0
     return publish.run_upload(plan.command)
+
+
+def _build_variants(args: argparse.Namespace) -> int:
+    """build --variants/--all: progress lines, a summary table; exit 0 only if all built."""
+    if args.backend is not None:
+        raise Build2CMakeError("--backend: a variant names its backend; leave --backend out")
+    results = api.build_variants(
+        args.build_toml,
+        None if args.all else parse_variants(args.variants),
+        sources=PackageSources(
+            index_url=args.index_url,
+            extra_index_urls=tuple(args.extra_index_url),
+            find_links=tuple(args.find_links),
+        ),
+        concurrent=args.concurrent,
+        ops_id=args.ops_id,
+        defines=tuple(args.defines),
+        jobs=args.jobs,
+        force=args.force,
+        allow_toolkit_mismatch=args.allow_toolkit_mismatch,
+        isolated=not args.no_isolation,
+    )
+    print(summary_table(results))
+    return 0 if all(r.ok for r in results) else 1

@@ -53,6 +53,15 @@ _TORCH_BACKEND_QUERY = (
     "print('rocm' if version.get('hip') else 'cuda' if version.get('cuda') else 'cpu')\n"
 )
 
+# torch.version.cuda / torch.version.hip, read the same cheap way. kernels names the backend of
+# the variant it loads after these (kernels/backends.py: `cu<major><minor>` of
+# torch.version.cuda, `rocm<major><minor>` of torch.version.hip without its "-<build>" tail).
+_TORCH_TOOLKIT_QUERY = _TORCH_BACKEND_QUERY.replace(
+    "print('rocm' if version.get('hip') else 'cuda' if version.get('cuda') else 'cpu')\n",
+    "hip, cuda = version.get('hip'), version.get('cuda')\n"
+    "print('rocm', hip.split('-')[0]) if hip else print('cuda', cuda) if cuda else print('cpu')\n",
+)
+
 
 def _run_query(python: str, code: str) -> str:
     result = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
@@ -68,6 +77,57 @@ def installed_torch_backend(python: str = sys.executable) -> str:
     """`cpu`, `cuda` or `rocm`: what `python`'s torch was built for, read from torch/version.py
     (importing torch takes seconds; this takes a few hundredths)."""
     return _run_query(python, _TORCH_BACKEND_QUERY).strip()
+
+
+def installed_torch_toolkit(python: str = sys.executable) -> tuple[str, str | None]:
+    """(`cpu`|`cuda`|`rocm`, torch.version.cuda or torch.version.hip) of `python`'s torch."""
+    fields = _run_query(python, _TORCH_TOOLKIT_QUERY).split()
+    return fields[0], fields[1] if len(fields) > 1 else None
+
+
+def toolkit_for_variant(
+    backend: str,
+    compiler_version: str | None,
+    torch_toolkit: tuple[str, str | None],
+    *,
+    allow_mismatch: bool = False,
+) -> tuple[str | None, str | None]:
+    """The toolkit release a `backend` variant is named after, and a note for the user.
+
+    kernels loads the folder named after the CUDA/ROCm release of the torch it runs with, so a
+    build against a CUDA (ROCm) torch is named after torch.version.cuda (.hip), whatever the
+    compiler's release. A compiler of another major release than torch's is refused unless
+    `allow_mismatch`: the extension would need runtime libraries torch does not load. Against a
+    torch built for another backend (a CPU torch), the compiler's release names the variant.
+    """
+    if backend == "cpu":
+        return None, None
+    compiler = {"cuda": "nvcc", "rocm": "the HIP compiler"}[backend]
+    toolkit = {"cuda": "CUDA", "rocm": "ROCm"}[backend]
+    torch_backend, torch_version = torch_toolkit
+    if torch_backend != backend or not torch_version:
+        note = (
+            f"note: torch is a {torch_backend} build; the variant is named after {compiler}'s "
+            f"{toolkit} {compiler_version} (kernels loads it only with a torch built for "
+            f"{toolkit} {compiler_version})"
+        )
+        return compiler_version, note
+    if compiler_version is None or _major_minor(compiler_version) == _major_minor(torch_version):
+        return torch_version, None
+    if _major_minor(compiler_version)[0] != _major_minor(torch_version)[0] and not allow_mismatch:
+        raise Build2CMakeError(
+            f"{compiler} is {toolkit} {compiler_version}, but torch was built with {toolkit} "
+            f"{torch_version}: a different major release, whose runtime libraries torch does not "
+            f"load. Use a {toolkit} {_major_minor(torch_version)[0]}.x compiler (e.g. set "
+            "CUDA_HOME), or pass --allow-toolkit-mismatch to build anyway"
+        )
+    tag = backend_tag(backend, torch_version)
+    note = (
+        f"warning: {compiler} is {toolkit} {compiler_version}, torch was built with {toolkit} "
+        f"{torch_version}; the variant is named after torch's ({tag}), the folder kernels "
+        "looks for with this torch"
+    )
+    return torch_version, note
 
 
 def query_torch(python: str = sys.executable) -> TorchInfo:

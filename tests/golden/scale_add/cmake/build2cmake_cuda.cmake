@@ -139,11 +139,12 @@ function(_build2cmake_cuda_capabilities target out)
     list(JOIN capabilities ", " wanted)
     list(JOIN BUILD2CMAKE_NVCC_SUPPORTED_CODES ", " supported)
     build2cmake_define_hint(hint BUILD2CMAKE_CUDA_CAPABILITIES "<capabilities>")
+    build2cmake_define_hint(override BUILD2CMAKE_CUDA_CAPABILITIES_OVERRIDE ON)
     message(FATAL_ERROR
       "build2cmake: ${target}: none of its ${origin} (${wanted}) can be compiled by "
       "${CMAKE_CUDA_COMPILER} (CUDA ${CMAKE_CUDA_COMPILER_VERSION}), which supports: "
       "${supported}.\nUse another CUDA toolkit (set CUDA_HOME), or build other capabilities "
-      "with ${hint} and -DBUILD2CMAKE_CUDA_CAPABILITIES_OVERRIDE=ON (a ;-list).")
+      "with ${hint} and ${override} (a ;-list).")
   endif()
   set(${out} ${kept} PARENT_SCOPE)
 endfunction()

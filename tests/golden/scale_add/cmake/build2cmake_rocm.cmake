@@ -206,11 +206,12 @@ function(_build2cmake_rocm_archs target out)
     list(JOIN archs ", " wanted)
     list(JOIN BUILD2CMAKE_HIP_SUPPORTED_ARCHS ", " supported)
     build2cmake_define_hint(hint BUILD2CMAKE_ROCM_ARCHS "<archs>")
+    build2cmake_define_hint(override BUILD2CMAKE_ROCM_ARCHS_OVERRIDE ON)
     message(FATAL_ERROR
       "build2cmake: ${target}: none of its ${origin} (${wanted}) can be compiled by "
       "${CMAKE_HIP_COMPILER} (${CMAKE_HIP_COMPILER_ID} ${CMAKE_HIP_COMPILER_VERSION}), which "
       "supports: ${supported}.\nUse a newer ROCm (set ROCM_PATH), or build other archs with "
-      "${hint} and -DBUILD2CMAKE_ROCM_ARCHS_OVERRIDE=ON (a ;-list).")
+      "${hint} and ${override} (a ;-list).")
   endif()
   set(${out} ${kept} PARENT_SCOPE)
 endfunction()

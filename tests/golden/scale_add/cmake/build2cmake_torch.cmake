@@ -135,15 +135,13 @@ elseif(BUILD2CMAKE_PYTHON_ABI3_SUFFIX STREQUAL "")
     "extension modules (a free-threaded build?); build with a regular CPython >= 3.9.")
 endif()
 
-# How a CMake variable is set from the command the user ran, for messages: pip's
-# -C cmake.define.NAME=VALUE, or -D NAME=VALUE when `build2cmake build` configures.
-set(BUILD2CMAKE_COMMAND_FORM "pip" CACHE STRING "pip or build2cmake: the form messages suggest")
+# How a CMake variable is set in the command the user ran, for messages: pip's
+# -C cmake.define.NAME=VALUE by default; `build2cmake build` passes BUILD2CMAKE_DEFINE_HINT=-D.
+if(NOT DEFINED BUILD2CMAKE_DEFINE_HINT)
+  set(BUILD2CMAKE_DEFINE_HINT "-C cmake.define.")
+endif()
 function(build2cmake_define_hint out name value)
-  if(BUILD2CMAKE_COMMAND_FORM STREQUAL "build2cmake")
-    set(${out} "-D ${name}=${value}" PARENT_SCOPE)
-  else()
-    set(${out} "-C cmake.define.${name}=${value}" PARENT_SCOPE)
-  endif()
+  set(${out} "${BUILD2CMAKE_DEFINE_HINT}${name}=${value}" PARENT_SCOPE)
 endfunction()
 
 # Stops the configure when `version` of `what` is outside build.toml's bounds. A bound is

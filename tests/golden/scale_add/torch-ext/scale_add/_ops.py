@@ -16,9 +16,9 @@ import torch
 
 # One extension per backend build.toml declares (name: backend); a build produces one of them.
 _EXTENSIONS = {
-    "_scale_add_cpu_9707cd2459": "cpu",
-    "_scale_add_cuda_9707cd2459": "cuda",
-    "_scale_add_rocm_9707cd2459": "rocm",
+    "_scale_add_cpu_8aa1ae728f": "cpu",
+    "_scale_add_cuda_8aa1ae728f": "cuda",
+    "_scale_add_rocm_8aa1ae728f": "rocm",
 }
 
 

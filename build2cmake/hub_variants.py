@@ -1,0 +1,173 @@
+"""The torch x toolkit variants a Hub kernel ships, and which of them a project builds.
+
+A variant is named two ways: the short form users type (`torch2.13-cu130`, `torch2.12-cpu`,
+`torch2.13-rocm71`) and the folder `kernels` loads (`torch213-cxx11-cu130-x86_64-linux`).
+
+The set published kernels are expected to carry (what `--all` builds) is upstream's build
+variant list: `nix-builder/build-variants.json` in the huggingface/kernels repository, which its
+docs (`docs/source/kernel-requirements.md`, "Build variants") make the requirement for Hub
+kernels. The installed `kernels` Python package (0.17) carries no copy of that list: it only
+resolves among the variants a repository has (kernels/variants.py, kernels/backends.py). We keep
+the Linux part of it here as data; update it when upstream's list moves.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from dataclasses import dataclass
+
+from build2cmake.errors import Build2CMakeError
+from build2cmake.model import Project
+
+# Upstream's required Linux variants (nix-builder/build-variants.json, November 2026), by
+# platform.machine(). Backends this build2cmake cannot build (xpu) are left out.
+REQUIRED_TORCH = ((2, 12), (2, 13))
+REQUIRED_TOOLKITS: dict[str, dict[str, tuple[tuple[int, int], ...]]] = {
+    "x86_64": {
+        "cpu": ((0, 0),),
+        "cuda": ((12, 6), (13, 0), (13, 2)),
+        "rocm": ((7, 1), (7, 2)),
+    },
+    "aarch64": {
+        "cpu": ((0, 0),),
+        "cuda": ((12, 6), (13, 0), (13, 2)),
+    },
+}
+
+_SHORT = re.compile(r"^torch(\d+)\.(\d+)-(cpu|cu(\d+)(\d)|rocm(\d+)(\d))$")
+_FOLDER = re.compile(r"^torch(\d)(\d+)-cxx11-(cpu|cu(\d+)(\d)|rocm(\d+)(\d))-([a-z0-9_]+)-linux$")
+
+
+@dataclass(frozen=True, order=True)
+class HubVariant:
+    """One torch release x backend (x toolkit release) combination."""
+
+    torch: tuple[int, int]
+    backend: str  # "cpu", "cuda" or "rocm"
+    toolkit: tuple[int, int] | None = None  # CUDA or ROCm major.minor; None for cpu
+
+    @property
+    def backend_tag(self) -> str:
+        """`cpu`, `cu130`, `rocm71`: the backend part of both names."""
+        if self.toolkit is None:
+            return "cpu"
+        prefix = "cu" if self.backend == "cuda" else "rocm"
+        return f"{prefix}{self.toolkit[0]}{self.toolkit[1]}"
+
+    @property
+    def spec(self) -> str:
+        """The short name users type: torch2.13-cu130."""
+        return f"torch{self.torch[0]}.{self.torch[1]}-{self.backend_tag}"
+
+    def folder(self, machine: str | None = None) -> str:
+        """The build/<variant> folder name kernels loads on Linux (torch >= 2.8 is cxx11 only)."""
+        torch = f"torch{self.torch[0]}{self.torch[1]}"
+        return f"{torch}-cxx11-{self.backend_tag}-{_machine(machine)}-linux"
+
+
+def _machine(machine: str | None) -> str:
+    return machine or platform.machine()
+
+
+def parse_variant(text: str, machine: str | None = None) -> HubVariant:
+    """A variant from `torch2.13-cu130` or `torch213-cxx11-cu130-x86_64-linux`."""
+    short = _SHORT.match(text)
+    folder = _FOLDER.match(text)
+    if short:
+        torch = (int(short[1]), int(short[2]))
+        groups = short.groups()[2:]
+    elif folder:
+        if folder[8] != _machine(machine):
+            raise Build2CMakeError(
+                f"variant {text!r} is for {folder[8]}; this machine builds "
+                f"{_machine(machine)} variants"
+            )
+        torch = (int(folder[1]), int(folder[2]))
+        groups = folder.groups()[2:7]
+    else:
+        raise Build2CMakeError(
+            f"variant {text!r}: use torch<major>.<minor>-<cpu|cuXY|rocmXY>, e.g. torch2.13-cu130, "
+            "torch2.13-cpu, torch2.12-rocm71 (or a folder name such as "
+            f"torch213-cxx11-cu130-{_machine(machine)}-linux)"
+        )
+    tag, cuda_major, cuda_minor, rocm_major, rocm_minor = groups
+    if tag == "cpu":
+        return HubVariant(torch, "cpu")
+    if cuda_major is not None:
+        return HubVariant(torch, "cuda", (int(cuda_major), int(cuda_minor)))
+    return HubVariant(torch, "rocm", (int(rocm_major), int(rocm_minor)))
+
+
+def parse_variants(texts: str, machine: str | None = None) -> list[HubVariant]:
+    """A comma-separated list of variants, duplicates removed, in the order given."""
+    variants: list[HubVariant] = []
+    for text in (t.strip() for t in texts.split(",")):
+        if text:
+            variant = parse_variant(text, machine)
+            if variant not in variants:
+                variants.append(variant)
+    if not variants:
+        raise Build2CMakeError("--variants: give at least one, e.g. torch2.13-cpu,torch2.13-cu130")
+    return variants
+
+
+def required_variants(machine: str | None = None) -> list[HubVariant]:
+    """Upstream's required variant set for this machine's architecture (all backends)."""
+    toolkits = REQUIRED_TOOLKITS.get(_machine(machine))
+    if toolkits is None:
+        raise Build2CMakeError(
+            f"no Hub variant list for {_machine(machine)} (known: {', '.join(REQUIRED_TOOLKITS)})"
+        )
+    return sorted(
+        HubVariant(torch, backend, None if backend == "cpu" else toolkit)
+        for torch in REQUIRED_TORCH
+        for backend, releases in toolkits.items()
+        for toolkit in releases
+    )
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def _within(version: tuple[int, int], minver: str | None, maxver: str | None) -> bool:
+    """Whether major.minor `version` lies within the bounds, compared at the precision written
+    ("2.12" admits 2.12.x; "2" admits 2.x), as upstream compares them."""
+    if minver is not None:
+        bound = _release(minver)[:2]
+        if version[: len(bound)] < bound:
+            return False
+    if maxver is not None:
+        bound = _release(maxver)[:2]
+        if version[: len(bound)] > bound:
+            return False
+    return True
+
+
+def project_variants(project: Project, machine: str | None = None) -> list[HubVariant]:
+    """What `--all` builds for `project`: the required set, limited to its backends, its
+    [torch] minver/maxver, [general.cuda] minver/maxver, and (for CUDA) dropping a toolkit that
+    every CUDA kernel's cuda-minver excludes (a kernel below its cuda-minver is left out of a
+    variant, as upstream does, so a variant with no kernel left is not built)."""
+    if project.universal:
+        return []
+    torch_min = project.torch.minver if project.torch is not None else None
+    torch_max = project.torch.maxver if project.torch is not None else None
+    chosen = []
+    for variant in required_variants(machine):
+        if variant.backend not in project.backends:
+            continue
+        if not _within(variant.torch, torch_min, torch_max):
+            continue
+        if variant.backend == "cuda" and variant.toolkit is not None:
+            if not _within(variant.toolkit, project.cuda_minver, project.cuda_maxver):
+                continue
+            cuda_kernels = project.kernels_for("cuda")
+            if cuda_kernels and all(
+                k.cuda_minver is not None and not _within(variant.toolkit, k.cuda_minver, None)
+                for k in cuda_kernels
+            ):
+                continue
+        chosen.append(variant)
+    return chosen

@@ -1,0 +1,335 @@
+"""Isolated Python environments, one per Hub variant: the variant's torch and the matching nvcc,
+all from PyPI (or the indexes the user names), made with uv.
+
+An environment lives in the user's cache (`$XDG_CACHE_HOME/build2cmake/envs/<variant>-<key>`),
+shared by every project, and is reused while what it was made from (packages, indexes, Python)
+is unchanged. Its path stays the same between runs, so ccache's hashes (which include the
+compiler's and the headers' paths) match and a build after `clean` reuses earlier objects.
+
+What goes in:
+- torch for the variant (`torch>=X.Y,<X.Y+1`) without its nvidia-* and triton dependencies: a
+  compile needs torch's headers and libraries, not the CUDA libraries torch loads at run time
+  (over 3 GB). Its small pure-Python dependencies are installed, so that `import torch` works
+  where torch's own GPU libraries are not needed (a CPU torch).
+- CUDA 13.x variants: nvcc, its headers, NVVM and the CUDA runtime of that release from PyPI
+  (`nvidia-cuda-nvcc`, `-crt`, `nvidia-nvvm`, `-runtime`, `-cccl`), merged into one toolkit
+  folder `<env>/cuda` (bin, include, lib, nvvm) that CMake and nvcc understand. PyPI has no nvcc
+  for CUDA 12 (nvidia-cuda-nvcc-cu12 holds only ptxas and NVVM): 12.x variants use the
+  machine's toolkit, $CUDA_HOME_12_Y or /usr/local/cuda-12.Y.
+- CPU variants against a CUDA torch (PyPI's Linux torch): the toolkit of torch's CUDA release
+  too, because torch's CMake package looks for it.
+- `nvidia-cutlass` when a CUDA kernel depends on cutlass.
+- ROCm variants: torch from `--index-url` (PyTorch's own index, e.g.
+  https://download.pytorch.org/whl/rocm7.1; ROCm torch is not on PyPI). The HIP compiler is not
+  on PyPI either: the machine's ROCm builds it, and the build refuses a ROCm whose major release
+  differs from torch's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from build2cmake.errors import Build2CMakeError
+from build2cmake.hub_variants import HubVariant
+
+_ENV_RECORD = ".build2cmake-env.json"
+# Packages torch lists that a compile does not need (GPU runtime libraries, triton).
+_RUNTIME_ONLY = ("nvidia-", "cuda-", "triton")
+
+
+@dataclass(frozen=True)
+class PackageSources:
+    """Where uv looks for packages: PyPI unless told otherwise (uv's own options)."""
+
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+
+    def uv_arguments(self) -> list[str]:
+        """The uv pip install options that name these sources."""
+        args = []
+        if self.index_url:
+            args += ["--index-url", self.index_url]
+        for url in self.extra_index_urls:
+            args += ["--extra-index-url", url]
+        for link in self.find_links:
+            args += ["--find-links", link]
+        return args
+
+
+@dataclass(frozen=True)
+class VariantEnv:
+    """A ready environment: its Python, and the variables and -D values a build needs."""
+
+    path: Path
+    python: Path
+    env: dict[str, str] = field(default_factory=dict)
+    defines: tuple[str, ...] = ()
+
+
+def uv_program() -> str:
+    """uv from its PyPI package (`pip install uv`), else PATH's."""
+    with contextlib.suppress(ImportError, FileNotFoundError):
+        import uv  # type: ignore[import-not-found,unused-ignore]
+
+        return str(uv.find_uv_bin())
+    found = shutil.which("uv")
+    if found is None:
+        raise Build2CMakeError(
+            "--variants makes an environment per variant with uv, which is not installed: "
+            f"{sys.executable} -m pip install uv"
+        )
+    return found
+
+
+def cache_root() -> Path:
+    """Where variant environments live: $BUILD2CMAKE_CACHE, else the XDG cache folder."""
+    explicit = os.environ.get("BUILD2CMAKE_CACHE")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "build2cmake"
+
+
+def toolkit_packages(cuda: tuple[int, int]) -> list[str]:
+    """The PyPI packages that make a CUDA toolkit able to compile (nvcc, its headers, NVVM, the
+    runtime), or [] where PyPI has none: the 12.x nvidia-cuda-nvcc-cu12 wheels carry only ptxas
+    and NVVM, not nvcc, so CUDA 12 comes from the machine (system_toolkit)."""
+    if cuda[0] < 13:
+        return []
+    release = f"{cuda[0]}.{cuda[1]}.*"
+    names = [
+        "nvidia-cuda-nvcc",
+        "nvidia-cuda-crt",
+        "nvidia-nvvm",
+        "nvidia-cuda-runtime",
+        "nvidia-cuda-cccl",
+    ]
+    return [f"{name}=={release}" for name in names]
+
+
+def system_toolkit(cuda: tuple[int, int]) -> Path:
+    """The machine's CUDA X.Y toolkit ($CUDA_HOME_X_Y, else /usr/local/cuda-X.Y)."""
+    variable = f"CUDA_HOME_{cuda[0]}_{cuda[1]}"
+    folder = Path(os.environ.get(variable) or f"/usr/local/cuda-{cuda[0]}.{cuda[1]}")
+    if not (folder / "bin" / "nvcc").is_file():
+        raise Build2CMakeError(
+            f"CUDA {cuda[0]}.{cuda[1]}: PyPI has no nvcc for CUDA {cuda[0]} (its "
+            "nvidia-cuda-nvcc-cu12 wheels hold only ptxas and NVVM), and there is none in "
+            f"{folder}; install that toolkit there, or set {variable}=/path/to/cuda"
+        )
+    return folder
+
+
+def requirements(variant: HubVariant, *, cutlass: bool = False) -> list[str]:
+    """The packages (PEP 508) of `variant`'s environment, before torch's own dependencies."""
+    major, minor = variant.torch
+    packages = [f"torch>={major}.{minor},<{major}.{minor + 1}"]
+    if variant.backend == "cuda" and variant.toolkit is not None:
+        if variant.toolkit[0] < 12:
+            raise Build2CMakeError(
+                f"{variant.spec}: CUDA before 12 is not supported by --variants; build it with "
+                "--backend cuda in an environment that has that toolkit"
+            )
+        packages += toolkit_packages(variant.toolkit)
+        if cutlass:
+            packages.append("nvidia-cutlass")
+    return packages
+
+
+@contextlib.contextmanager
+def _locked_file(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _uv(args: Sequence[str], log: TextIO | None) -> None:
+    command = [uv_program(), *args]
+    print("+ " + " ".join(command), file=log or sys.stdout, flush=True)
+    result = subprocess.run(
+        command,
+        stdout=log,
+        stderr=subprocess.STDOUT if log is not None else None,
+        check=False,
+    )
+    if result.returncode != 0:
+        where = f"; see {log.name}" if log is not None else ""
+        raise Build2CMakeError(f"uv {args[0]} {args[1]} failed (exit {result.returncode}){where}")
+
+
+def prepare_env(
+    variant: HubVariant,
+    sources: PackageSources,
+    *,
+    cutlass: bool = False,
+    python: str = sys.executable,
+    root: Path | None = None,
+    log: TextIO | None = None,
+) -> VariantEnv:
+    """The environment for `variant`, made (or refreshed) with uv when needed."""
+    packages = requirements(variant, cutlass=cutlass)
+    python_version = sys.version if python == sys.executable else python
+    recipe = {
+        "packages": packages,
+        "sources": sources.uv_arguments(),
+        "python": str(Path(python).resolve()),
+        "python_version": python_version,
+    }
+    key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:10]
+    path = (root or cache_root()) / "envs" / f"{variant.spec}-{key}"
+    env_python = path / "bin" / "python"
+    with _locked_file(path.with_name(path.name + ".lock")):
+        record = path / _ENV_RECORD
+        try:
+            made = json.loads(record.read_text("utf-8"))
+            cuda = made["cuda"] if env_python.exists() else None
+        except (OSError, ValueError, KeyError, TypeError):
+            made, cuda = None, None
+        if made is None:
+            cuda = _create(path, python, variant, packages, sources, log)
+            record.write_text(json.dumps({**recipe, "cuda": cuda}, indent=2) + "\n", "utf-8")
+        else:
+            print(f"reusing {path}", file=log or sys.stdout, flush=True)
+    return _described(variant, path, tuple(cuda) if cuda else None)
+
+
+def _create(
+    path: Path,
+    python: str,
+    variant: HubVariant,
+    packages: list[str],
+    sources: PackageSources,
+    log: TextIO | None,
+) -> list[int] | None:
+    """Make the environment; returns the CUDA release its build needs (None: no CUDA).
+
+    That is the variant's, or, for a CPU (ROCm) variant built against a CUDA torch, torch's
+    own: torch's CMake package then looks for the CUDA toolkit it was built with.
+    """
+    if path.exists():
+        shutil.rmtree(path)
+    env_python = path / "bin" / "python"
+    _uv(["venv", "--quiet", "--python", python, str(path)], log)
+    install = ["pip", "install", "--python", str(env_python), *sources.uv_arguments()]
+    _uv([*install, "--no-deps", *packages], log)
+    extra = _torch_build_dependencies(env_python)
+    if extra:
+        _uv([*install, *extra], log)
+    cuda = variant.toolkit if variant.backend == "cuda" else _torch_cuda(env_python)
+    if cuda is not None and variant.backend != "cuda" and toolkit_packages(cuda):
+        _uv([*install, "--no-deps", *toolkit_packages(cuda)], log)
+    cuda_root = path / "lib" / f"python{_python_minor(env_python)}" / "site-packages" / "nvidia"
+    if cuda_root.is_dir():
+        _merge_toolkit(cuda_root, path / "cuda")
+    return list(cuda) if cuda is not None else None
+
+
+def _torch_cuda(python: Path) -> tuple[int, int] | None:
+    """torch.version.cuda of the environment's torch, as (major, minor)."""
+    from build2cmake.variant import installed_torch_toolkit
+
+    backend, version = installed_torch_toolkit(str(python))
+    if backend != "cuda" or not version:
+        return None
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _python_minor(python: Path) -> str:
+    result = subprocess.run(
+        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return result.stdout.strip()
+
+
+def _torch_build_dependencies(python: Path) -> list[str]:
+    """torch's declared dependencies minus the GPU runtime ones (markers kept)."""
+    code = (
+        "import importlib.metadata as m\n"
+        "for r in m.requires('torch') or []:\n"
+        "    if 'extra ==' not in r: print(r)\n"
+    )
+    result = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise Build2CMakeError(f"{python}: cannot read torch's dependencies: {result.stderr}")
+    return [
+        line.strip()
+        for line in result.stdout.splitlines()
+        if line.strip() and not line.strip().lower().startswith(_RUNTIME_ONLY)
+    ]
+
+
+def _merge_toolkit(nvidia: Path, toolkit: Path) -> None:
+    """Lay the nvidia-* wheels' bin, include, lib and nvvm folders out as one CUDA toolkit.
+
+    Files are hard-linked (copied across file systems): nvcc finds its headers, NVVM and
+    libraries relative to its own folder (nvcc.profile's $(_HERE_)/..), so it must really live
+    in toolkit/bin. 12.x wheels are one folder per package (nvidia/cuda_nvcc, ...); 13.x merged
+    them into nvidia/cu13.
+    """
+    if toolkit.exists():
+        shutil.rmtree(toolkit)
+    packages = sorted(p for p in nvidia.iterdir() if p.is_dir() and not p.name.startswith("__"))
+    for package in packages:
+        for part in ("bin", "include", "lib", "nvvm"):
+            source = package / part
+            if not source.is_dir():
+                continue
+            for item in sorted(source.rglob("*")):
+                if item.is_dir() or "__pycache__" in item.parts:
+                    continue
+                target = toolkit / part / item.relative_to(source)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if item.is_symlink():
+                    os.symlink(os.readlink(item), target)
+                    continue
+                with contextlib.suppress(FileExistsError):
+                    try:
+                        os.link(item, target)
+                    except OSError:
+                        shutil.copy2(item, target)
+    lib = toolkit / "lib"
+    # The wheels ship only libcudart.so.<major>; CMake's CUDA::cudart links libcudart.so.
+    for versioned in sorted(lib.glob("libcudart.so.*")):
+        unversioned = lib / "libcudart.so"
+        if not unversioned.exists():
+            os.symlink(versioned.name, unversioned)
+    if lib.is_dir() and not (toolkit / "lib64").exists():
+        os.symlink("lib", toolkit / "lib64")
+
+
+def _described(variant: HubVariant, path: Path, cuda: tuple[int, int] | None) -> VariantEnv:
+    env = dict(os.environ)
+    env["VIRTUAL_ENV"] = str(path)
+    env["PATH"] = os.pathsep.join([str(path / "bin"), env.get("PATH", "")])
+    defines: list[str] = []
+    if cuda is not None:
+        toolkit = path / "cuda" if toolkit_packages(cuda) else system_toolkit(cuda)
+        nvcc = toolkit / "bin" / "nvcc"
+        if not nvcc.is_file():
+            raise Build2CMakeError(f"{path}: no nvcc in the environment ({nvcc})")
+        env["CUDA_HOME"] = env["CUDA_PATH"] = str(toolkit)
+        env["PATH"] = os.pathsep.join([str(toolkit / "bin"), env["PATH"]])
+        defines.append(f"CUDAToolkit_ROOT={toolkit}")
+        if variant.backend == "cuda":
+            defines.append(f"CMAKE_CUDA_COMPILER={nvcc}")
+    return VariantEnv(path=path, python=path / "bin" / "python", env=env, defines=tuple(defines))
