@@ -358,7 +358,11 @@ def compile_variant(
         named.append(version)
         if expected_variant is not None:
             made = arch_variant(
-                str(info["torch_version"]), bool(info["torch_cxx11_abi"]), chosen, version
+                str(info["torch_version"]),
+                bool(info["torch_cxx11_abi"]),
+                chosen,
+                version,
+                stable_abi=str(info.get("stable_abi") or "") or None,
             )
             if made != expected_variant:
                 raise VariantMismatchError(
@@ -384,7 +388,11 @@ def compile_variant(
     # torch's version and C++ ABI as CMake found them (no import of torch: seconds of CPU
     # that would compete with the compiler).
     variant = arch_variant(
-        str(info["torch_version"]), bool(info["torch_cxx11_abi"]), chosen, named[0]
+        str(info["torch_version"]),
+        bool(info["torch_cxx11_abi"]),
+        chosen,
+        named[0],
+        stable_abi=str(info.get("stable_abi") or "") or None,
     )
     cmake_archs = info.get("archs", [])
     assert isinstance(cmake_archs, list)

@@ -165,14 +165,22 @@ def arch_variant(
     backend_version: str | None,
     machine: str | None = None,
     system: str | None = None,
+    stable_abi: str | None = None,
 ) -> str:
-    """The variant folder name of a compiled build, e.g. torch213-cxx11-cpu-x86_64-linux."""
-    major, minor = _major_minor(torch_version)
+    """The variant folder name of a compiled build, e.g. torch213-cxx11-cpu-x86_64-linux.
+
+    A build against torch's stable ABI is named after that ABI's version, not the torch that
+    compiled it (torch-stable-abi210-cpu-x86_64-linux), as `kernels` looks for it.
+    """
+    major, minor = _major_minor(stable_abi or torch_version)
     cpu = machine or platform.machine()
     os_name = (system or platform.system()).lower()
     if os_name == "windows" and cpu == "AMD64":
         cpu = "x86_64"
     if os_name == "darwin" and cpu == "arm64":
         cpu = "aarch64"
+    compute = f"{backend_tag(backend, backend_version)}-{cpu}-{os_name}"
+    if stable_abi:
+        return f"torch-stable-abi{major}{minor}-{compute}"
     abi = "cxx11" if cxx11_abi else "cxx98"
-    return f"torch{major}{minor}-{abi}-{backend_tag(backend, backend_version)}-{cpu}-{os_name}"
+    return f"torch{major}{minor}-{abi}-{compute}"

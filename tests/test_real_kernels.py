@@ -173,6 +173,19 @@ def test_stable_abi_binding_builds_and_runs_on_cpu(
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
     (info,) = (root / "build" / "cmake").glob("build2cmake-build.json")
     assert json.loads(info.read_text())["stable_abi"] == "2.10"
+    # build lays it out as the stable-ABI variant kernels looks for, which kernels then loads.
+    result = run_cli("build", root / "build.toml", "--backend", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert (root / "build" / "torch-stable-abi210-cpu-x86_64-linux" / "metadata.json").is_file()
+    check = (
+        "import kernels, torch, pathlib\n"
+        f"k = kernels.get_local_kernel(pathlib.Path({str(root)!r}), backend='cpu')\n"
+        "x = torch.randn(100)\n"
+        "assert torch.equal(k.relu(x), torch.relu(x))\n"
+        "print('ok')\n"
+    )
+    loaded = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+    assert loaded.returncode == 0 and "ok" in loaded.stdout, loaded.stderr
 
 
 def test_noarch_project_lays_out_a_variant_per_backend_that_kernels_loads(
