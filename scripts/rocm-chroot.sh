@@ -42,12 +42,16 @@ stamp_text() {  # the recipe a chroot was made from
 
 chroot_dir() { echo "$CACHE_ROOT/rocm-chroot-$1"; }
 
-# A cached chroot is good when it was made from this recipe and its compiler still runs.
+# A cached chroot is good when it was made from this recipe and its tools are all there: the HIP
+# compiler (which needs /proc, so only its presence is checked here) and the venv's Python
+# importing what generated builds need.
 is_good() {
   local dir
   dir=$(chroot_dir "$1")
   [ -f "$dir/.b2c-stamp" ] && [ "$(cat "$dir/.b2c-stamp")" = "$(stamp_text "$1")" ] \
-    && [ -x "$dir$VENV/bin/python" ] && chroot "$dir" /usr/bin/hipcc --version >/dev/null 2>&1
+    && [ -x "$dir/usr/bin/hipcc" ] && [ -x "$dir$VENV/bin/cmake" ] \
+    && chroot "$dir" "$VENV/bin/python" -c "import jinja2, tomlkit, scikit_build_core, importlib.util as u; assert u.find_spec('torch')" \
+      >/dev/null 2>&1
 }
 
 require_root() {

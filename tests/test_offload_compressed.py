@@ -52,9 +52,7 @@ def _elf_with_section(path: Path, name: str, content: bytes) -> Path:
     strtab_offset = content_offset + len(content)
     shoff = (strtab_offset + len(shstrtab) + 7) // 8 * 8
     ident = b"\x7fELF" + bytes([2, 1, 1]) + bytes(9)
-    header = ident + struct.pack(
-        "<HHIQQQIHHHHHH", 3, 0xE0, 1, 0, 0, shoff, 0, 64, 0, 0, 64, 3, 2
-    )
+    header = ident + struct.pack("<HHIQQQIHHHHHH", 3, 0xE0, 1, 0, 0, shoff, 0, 64, 0, 0, 64, 3, 2)
 
     def section(name_offset: int, kind: int, offset: int, size: int) -> bytes:
         return struct.pack("<IIQQQQIIQQ", name_offset, kind, 0, 0, offset, size, 0, 0, 1, 0)
@@ -114,10 +112,12 @@ def test_plain_and_compressed_bundles_mix_and_ccob_inside_a_code_object_is_not_a
 ) -> None:
     # A code object whose bytes contain "CCOB" must not be taken for a compressed bundle.
     plain = _bundle([("hipv4-amdgcn-amd-amdhsa--gfx940", _code_object(["k1"]) + b"xxCCOBxx")])
-    packed = _ccob(_bundle([("hipv4-amdgcn-amd-amdhsa--gfx1100", _code_object(["k2"]))]), 3, 0,
-                   zlib.compress)
+    packed = _ccob(
+        _bundle([("hipv4-amdgcn-amd-amdhsa--gfx1100", _code_object(["k2"]))]), 3, 0, zlib.compress
+    )
     library = _elf_with_section(tmp_path / "lib.so", ".hip_fatbin", plain + packed)
     assert offload.rocm_targets(library) == ["gfx1100", "gfx940"]
+    assert [b.compressed for b in offload.hip_bundles(library)] == [False, True]
 
 
 @pytest.mark.parametrize(

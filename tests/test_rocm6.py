@@ -101,24 +101,40 @@ def test_gemm_builds_every_arch_of_build_toml_and_gfx942_has_fp8_matrix_instruct
     chroot: Chroot, tmp_path: Path
 ) -> None:
     root = copy_gemm(tmp_path)
+    build = ("python", "-m", "build2cmake", "build", "build.toml", "--backend", "rocm")
     # As a user would: no BUILD2CMAKE_ROCM_ARCHS, so every rocm-archs entry is compiled.
-    chroot.check(
-        "python", "-m", "build2cmake", "build", "build.toml", "--backend", "rocm",
-        cwd=root, bind=tmp_path,
-    )  # fmt: skip
-    (library,) = (root / "build").glob("*-rocm*/gemm/_gemm_rocm_*.abi3.so")
+    result = chroot.run(*build, cwd=root, bind=tmp_path)
+    expected = ["gfx90a", "gfx940", "gfx942"]
+    said = " ".join((result.stdout + result.stderr).split())  # CMake wraps its messages
+    if result.returncode != 0 and "lists 'gfx940', which the HIP compiler" in said:
+        # Debian sid builds ROCm 6.4 with clang-21, which no longer knows gfx940 (LLVM dropped
+        # the pre-production MI300 targets gfx940/gfx941; AMD's own ROCm 6.4 LLVM still had
+        # them): configure stops with one message naming the arch and the compiler. Build the
+        # rest, as that message says.
+        assert "(Clang 21." in said and "cannot compile for" in said, said[-2000:]
+        expected = ["gfx90a", "gfx942"]
+        result = chroot.run(
+            *build, "-D", "BUILD2CMAKE_ROCM_ARCHS=gfx90a;gfx942", cwd=root, bind=tmp_path
+        )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    variants = [p for p in (root / "build").iterdir() if not p.name.startswith("cmake")]
+    libraries = [so for v in variants for so in v.rglob("_gemm_rocm_*.so")]
+    assert len(libraries) == 1, variants
+    library = libraries[0]
     found = _read_back(chroot, library, tmp_path / "objects", tmp_path)
     bundles = found["bundles"]
     assert isinstance(bundles, list) and len(bundles) == 1  # one HIP translation unit
     ids = bundles[0]["ids"]
-    assert sorted(i.split("--")[-1] for i in ids) == ["gfx90a", "gfx940", "gfx942"]
+    print("bundle ids read back:", ids, "compressed:", bundles[0]["compressed"],
+          ".hip_fatbin bytes:", found["fatbin_bytes"])  # fmt: skip
+    assert sorted(i.split("--")[-1] for i in ids) == expected
     assert all(i.startswith("hipv4-amdgcn-amd-amdhsa--") for i in ids)
     mfma = "_ZN7fp8gemm21gemm_mfma_fnuz_kernelEPtPKhS2_PKfS4_iii"
     assert mfma in bundles[0]["kernels"]
     if chroot.rocm_version >= "6.2":
         # --offload-compress: the build reads its own compressed code objects back.
         assert bundles[0]["compressed"] is True
-    metadata = json.loads((library.parent.parent / "metadata.json").read_text())
+    metadata = json.loads((library.parent / "metadata.json").read_text())
     assert "gfx942" in json.dumps(metadata)
 
     gfx942 = _disassemble(chroot, tmp_path / "objects" / "gfx942.co", tmp_path)
@@ -146,29 +162,36 @@ def test_the_rocm_guides_project_builds_as_written_for_gfx942(
         "-C", "cmake.define.BUILD2CMAKE_BACKEND=rocm",
         cwd=root, bind=root,
     )  # fmt: skip
-    (library,) = [
-        p for p in (root / "build" / "cmake").rglob("_gemm_rocm_*.so") if "install" in p.parts
-    ]
+    # The build folder's copy (scikit-build-core < 0.12 links it there; later ones install it
+    # under install/): either is the library the editable install loads.
+    libraries = sorted((root / "build" / "cmake").rglob("_gemm_rocm_*.so"))
+    assert libraries, "no library built"
+    library = libraries[0]
     found = _read_back(chroot, library, tmp_path / "objects", root.parent)
     ids = [i for bundle in found["bundles"] for i in bundle["ids"]]  # type: ignore[attr-defined]
-    # Two HIP sources (gemm_launcher.hip, timer.hip), each for gfx942 only.
-    assert ids == ["hipv4-amdgcn-amd-amdhsa--gfx942"] * 2
+    # gfx942 only; one bundle, gemm_launcher.hip's (timer.hip has no device code, so clang
+    # embeds none for it).
+    assert ids == ["hipv4-amdgcn-amd-amdhsa--gfx942"]
     kernels = {k for bundle in found["bundles"] for k in bundle["kernels"]}  # type: ignore[attr-defined]
     assert any("gemm_blockscaled_kernel" in k for k in kernels)
 
-    # Imported outside the project folder, the op is registered and checks its arguments.
+    # Imported outside the project folder: the op is registered for the CUDA dispatch key (as
+    # PyTorch on ROCm expects) and for nothing else, so CPU tensors are refused by the dispatcher.
     call = (
         "import torch, gemm\n"
+        "name = gemm.ops.gemm._qualified_op_name\n"
+        "print('op', name)\n"
+        "print('cuda kernel', torch._C._dispatch_has_kernel_for_dispatch_key(name, 'CUDA'))\n"
         "a = torch.zeros(16, 128, dtype=torch.uint8)\n"
         "try:\n"
         "    gemm.gemm(a, a.t().contiguous(), torch.ones(1, 16), torch.ones(1, 1))\n"
-        "except RuntimeError as error:\n"
+        "except NotImplementedError as error:\n"
         "    print('refused:', str(error).splitlines()[0])\n"
-        "print(gemm.ops)\n"
     )
     out = chroot.check("python", "-c", call, cwd=tmp_path, bind=tmp_path)
-    assert "refused: gemm: every tensor must be on a ROCm GPU, got cpu" in out
-    assert "_gemm_rocm_" in out
+    assert re.search(r"op _gemm_rocm_[0-9a-f]{10}::gemm", out), out
+    assert "cuda kernel True" in out, out
+    assert "refused: Could not run '_gemm_rocm_" in out and "'CPU' backend" in out, out
 
     chroot.check("python", "-m", "build2cmake", "clean", "build.toml", cwd=root, bind=root)
     after = sorted(p.relative_to(root) for p in root.rglob("*"))
