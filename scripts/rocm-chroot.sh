@@ -119,7 +119,8 @@ create() {
 
 # in_chroot DIR WORKDIR [--bind D]... -- COMMAND...: runs COMMAND in a private mount namespace
 # (every mount disappears with it, even if it is killed), with /proc, /dev, /sys, a fresh /tmp,
-# the repository and each --bind folder mounted at their host paths.
+# the repository and each --bind folder mounted at their host paths. Compiles go through the
+# chroot's ccache; CCACHE_BASEDIR makes builds in different temporary folders (tests) share it.
 in_chroot() {
   local dir=$1 workdir=$2
   shift 2
@@ -153,7 +154,7 @@ in_chroot() {
     exec chroot "$dir" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
       PATH='"$VENV"'/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
       PIP_ROOT_USER_ACTION=ignore PYTHONPATH="${B2C_PYTHONPATH}" \
-      PYTHONDONTWRITEBYTECODE=1 CCACHE_DIR=/var/cache/ccache \
+      PYTHONDONTWRITEBYTECODE=1 CCACHE_DIR=/var/cache/ccache CCACHE_BASEDIR=/tmp \
       /bin/sh -c "cd \"\$1\" && shift && exec \"\$@\"" sh "$workdir" "$@"
   ' bash "$dir" "$scratch" "$workdir" "${#binds[@]}" "${binds[@]}" "$@" || status=$?
   rm -rf "$scratch"
