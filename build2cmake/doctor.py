@@ -1,7 +1,7 @@
 """`build2cmake doctor`: what this machine can build, and the command that fixes each gap.
 
-The toolchain search here mirrors the generated CMake (cmake/build2cmake_rocm.cmake and
-build2cmake_cuda.cmake): what doctor finds is what a build will use.
+ROCm is found by running the build's own discovery module (build2cmake_find_rocm.cmake, with
+cmake -P); the CUDA search mirrors build2cmake_cuda.cmake. What doctor finds is what a build uses.
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from build2cmake import __version__
+from build2cmake.builder import cmake_program
 from build2cmake.config import load_project
 from build2cmake.errors import Build2CMakeError
 from build2cmake.model import Project
+from build2cmake.render import rocm_discovery_module
 from build2cmake.variant import TorchInfo, arch_variant, query_torch
 
 DEBIAN_ROCM_PACKAGES = "hipcc libamdhip64-dev rocm-device-libs libamd-comgr-dev libhsa-runtime-dev"
@@ -62,39 +64,59 @@ def _output(command: list[str]) -> str:
     return result.stdout + result.stderr
 
 
-def _rocm_candidates() -> list[tuple[str, str]]:
-    roots = [
-        (os.environ.get("ROCM_PATH", ""), "$ROCM_PATH"),
-        (os.environ.get("HIP_PATH", ""), "$HIP_PATH"),
-    ]
-    roots += [("/opt/rocm", "/opt/rocm"), ("/usr", "distribution packages under /usr")]
-    return [(root, origin) for root, origin in roots if root]
+@dataclass(frozen=True)
+class RocmInstall:
+    """The ROCm installation the generated CMake would build with."""
+
+    root: str
+    layout: str  # "rocm" (a release tree) or "distribution"
+    layout_detail: str  # which layout of build2cmake_find_rocm.cmake matched, in words
+    compiler: str
+    bitcode: str
+    version: str  # HIP version from hip_version.h, e.g. "6.4.43484"; "" when unknown
+    offload_flags: str  # extra device-code flags the build adds, e.g. "--offload-compress"
+
+
+def find_rocm() -> tuple[RocmInstall | None, str]:
+    """Run the build's own ROCm discovery (cmake -P build2cmake_find_rocm.cmake).
+
+    Returns the installation found (or None) and the roots that were searched, so that doctor
+    and the build cannot disagree about where ROCm is.
+    """
+    module = rocm_discovery_module()
+    try:
+        cmake = cmake_program()
+    except Build2CMakeError:
+        return None, "nothing: cmake is not installed (python -m pip install cmake)"
+    fields: dict[str, str] = {}
+    for line in _output([cmake, "-P", str(module)]).splitlines():
+        name, sep, value = line.partition("=")
+        if sep:
+            fields[name] = value
+    searched = fields.get("searched", "")
+    if not fields.get("root") or not fields.get("compiler"):
+        return None, searched
+    install = RocmInstall(
+        root=fields["root"],
+        layout=fields.get("layout", ""),
+        layout_detail=fields.get("layout_detail", ""),
+        compiler=fields["compiler"],
+        bitcode=fields.get("bitcode", ""),
+        version=fields.get("version", ""),
+        offload_flags=fields.get("offload_flags", ""),
+    )
+    return install, searched
 
 
 def find_hip_compiler() -> Compiler | None:
-    """The HIP compiler the generated CMake would use (same search order), or None."""
-    multiarch = f"{platform.machine()}-linux-gnu"
-    for root, origin in _rocm_candidates():
-        for llvm in (f"{root}/lib/llvm", f"{root}/llvm", f"{root}/../llvm"):
-            if Path(llvm, "bin", "clang++").is_file():
-                return _hip_compiler(
-                    str(Path(llvm, "bin", "clang++")), f"ROCm at {root} ({origin})"
-                )
-        libdir = Path(root, "lib", multiarch)
-        if (
-            Path(root, "include/hip/hip_runtime.h").is_file()
-            and (libdir / "amdgcn/bitcode").is_dir()
-        ):
-            name = "clang++"
-            hipcc = Path(root, "bin", "hipcc.pl")
-            if hipcc.is_file():
-                match = re.search(r"clang\+\+-(\d+)", hipcc.read_text("utf-8", "replace"))
-                if match:
-                    name = f"clang++-{match.group(1)}"
-            found = shutil.which(name, path=str(Path(root, "bin"))) or shutil.which(name)
-            if found:
-                return _hip_compiler(found, f"{origin} (Debian/Ubuntu layout)")
-    return None
+    """The HIP compiler the generated CMake would use (it runs the same discovery), or None."""
+    rocm, _ = find_rocm()
+    return None if rocm is None else _rocm_compiler(rocm)
+
+
+def _rocm_compiler(rocm: RocmInstall) -> Compiler:
+    version = f"ROCm {rocm.version} " if rocm.version else "ROCm "
+    return _hip_compiler(rocm.compiler, f"{version}at {rocm.root}, {rocm.layout_detail}")
 
 
 def _hip_compiler(path: str, origin: str) -> Compiler:
@@ -163,9 +185,9 @@ def diagnose(build_toml: Path | None) -> Report:
     report = Report()
     report.lines.append(f"build2cmake {__version__} on {platform.system()} {platform.machine()}")
     torch = _torch_section(report)
-    hip = find_hip_compiler()
+    rocm, searched = find_rocm()
+    hip = None if rocm is None else _rocm_compiler(rocm)
     nvcc = find_nvcc()
-    searched = ", ".join(root for root, _ in _rocm_candidates())
     report.lines.append(_compiler_line("HIP:    ", hip, f"searched {searched}"))
     report.lines.append(
         _compiler_line("CUDA:   ", nvcc, "searched $CUDA_HOME, $CUDA_PATH, PATH, /usr/local/cuda")

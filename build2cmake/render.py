@@ -45,6 +45,11 @@ def _data_dir(name: str) -> Path:
     return Path(__file__).parent.parent / name
 
 
+def rocm_discovery_module() -> Path:
+    """The static CMake module that finds ROCm: copied into builds, run by doctor."""
+    return _data_dir("cmake_templates") / "rocm" / "build2cmake_find_rocm.cmake"
+
+
 @functools.cache
 def environment() -> jinja2.Environment:
     """The one Jinja2 environment over the CMake templates and the shared torch glue."""
@@ -177,6 +182,10 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
     if needs_hipify(project):
         for static in HIPIFY_FILES:
             files.add(PurePosixPath("cmake") / PurePosixPath(static).name, copied(static))
+    if "rocm" in buildable:
+        # A static module (no template): ROCm discovery, which doctor also runs (cmake -P).
+        static = rocm_discovery_module().read_text(encoding="utf-8")
+        files.add("cmake/build2cmake_find_rocm.cmake", f"# {header}\n{static}")
     files.add("cmake/build2cmake_metadata.py", copied("common/build2cmake_metadata.py"))
     files.add("torch-ext/registration.h", render("registration.h.j2"))
     files.add(PurePosixPath("torch-ext") / package / "_ops.py", render("_ops.py.j2"))

@@ -23,6 +23,7 @@ GENERATED = [
     "CMakeLists.txt",
     "cmake/build2cmake_cpu.cmake",
     "cmake/build2cmake_cuda.cmake",
+    "cmake/build2cmake_find_rocm.cmake",
     "cmake/build2cmake_metadata.py",
     "cmake/build2cmake_rocm.cmake",
     "cmake/build2cmake_torch.cmake",

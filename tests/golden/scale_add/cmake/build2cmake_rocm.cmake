@@ -9,70 +9,9 @@
 
 include_guard(GLOBAL)
 
-set(BUILD2CMAKE_ROCM_PATH "" CACHE PATH "ROCm installation to build with (default: searched)")
-
-# Fills _b2c_rocm_{root,layout,compiler,libdir,cmakedir,bitcode} for the first ROCm found.
-function(_build2cmake_find_rocm)
-  set(candidates)
-  foreach(root IN ITEMS "${BUILD2CMAKE_ROCM_PATH}" "$ENV{ROCM_PATH}" "$ENV{HIP_PATH}" /opt/rocm /usr)
-    if(root)
-      list(APPEND candidates "${root}")
-    endif()
-  endforeach()
-  foreach(root IN LISTS candidates)
-    # ROCm >= 6 ships its LLVM under lib/llvm, ROCm 5 under llvm; HIP_PATH may be <rocm>/hip.
-    foreach(llvm IN ITEMS "${root}/lib/llvm" "${root}/llvm" "${root}/../llvm")
-      if(EXISTS "${llvm}/bin/clang++")
-        get_filename_component(rocm "${llvm}/.." ABSOLUTE)
-        if(root MATCHES "/hip/?$")
-          get_filename_component(rocm "${root}/.." ABSOLUTE)
-        elseif(NOT llvm STREQUAL "${root}/../llvm")
-          set(rocm "${root}")
-        endif()
-        set(_b2c_rocm_root "${rocm}" PARENT_SCOPE)
-        set(_b2c_rocm_layout "rocm" PARENT_SCOPE)
-        set(_b2c_rocm_compiler "${llvm}/bin/clang++" PARENT_SCOPE)
-        set(_b2c_rocm_libdir "${rocm}/lib" PARENT_SCOPE)
-        set(_b2c_rocm_cmakedir "${rocm}/lib/cmake" PARENT_SCOPE)
-        set(_b2c_rocm_bitcode "" PARENT_SCOPE)
-        return()
-      endif()
-    endforeach()
-    # Debian/Ubuntu: HIP headers in <root>/include, libraries, CMake packages and device bitcode
-    # under the multiarch library folder, and a versioned clang++-N from the distribution.
-    set(libdir "${root}/lib/${CMAKE_LIBRARY_ARCHITECTURE}")
-    if(EXISTS "${root}/include/hip/hip_runtime.h" AND EXISTS "${libdir}/amdgcn/bitcode")
-      # The distribution's hipcc names the clang its device libraries were built with; a newer
-      # or older clang may not read that bitcode, so use the same one.
-      set(names clang++)
-      if(EXISTS "${root}/bin/hipcc.pl")
-        file(STRINGS "${root}/bin/hipcc.pl" lines REGEX "clang\\+\\+-[0-9]+")
-        if(lines MATCHES "clang\\+\\+-([0-9]+)")
-          set(names "clang++-${CMAKE_MATCH_1}")
-        endif()
-      endif()
-      find_program(_b2c_distro_clang NAMES ${names} HINTS "${root}/bin" NO_CACHE)
-      if(_b2c_distro_clang)
-        set(_b2c_rocm_root "${root}" PARENT_SCOPE)
-        set(_b2c_rocm_layout "distribution" PARENT_SCOPE)
-        set(_b2c_rocm_compiler "${_b2c_distro_clang}" PARENT_SCOPE)
-        set(_b2c_rocm_libdir "${libdir}" PARENT_SCOPE)
-        set(_b2c_rocm_cmakedir "${libdir}/cmake" PARENT_SCOPE)
-        set(_b2c_rocm_bitcode "${libdir}/amdgcn/bitcode" PARENT_SCOPE)
-        return()
-      endif()
-    endif()
-  endforeach()
-  list(JOIN candidates ", " searched)
-  message(FATAL_ERROR
-    "build2cmake: no ROCm installation with a HIP compiler found (searched: ${searched}).\n"
-    "Install ROCm (on Debian/Ubuntu: apt-get install hipcc libamdhip64-dev rocm-device-libs "
-    "libamd-comgr-dev libhsa-runtime-dev), or point to one with ROCM_PATH=/path/to/rocm or "
-    "-C cmake.define.BUILD2CMAKE_ROCM_PATH=/path/to/rocm.")
-endfunction()
-
-_build2cmake_find_rocm()
-message(STATUS "build2cmake: ROCm at ${_b2c_rocm_root} (${_b2c_rocm_layout} layout)")
+# Where ROCm is and which HIP compiler matches its device libraries: the _b2c_rocm_* variables
+# and BUILD2CMAKE_ROCM_OFFLOAD_FLAGS (see that module; doctor runs the same file).
+include(build2cmake_find_rocm)
 
 # Debian's hipconfig answers "nvidia" whenever nvcc is installed; this build is for AMD GPUs.
 set(CMAKE_HIP_PLATFORM amd)
@@ -276,7 +215,7 @@ function(build2cmake_add_rocm_kernel extension target)
     target_compile_definitions(${target} PRIVATE ${BUILD2CMAKE_ROCM_DEFINITIONS}
       "$<$<COMPILE_LANGUAGE:HIP>:${BUILD2CMAKE_ROCM_HIP_DEFINITIONS}>")
     target_compile_options(${target} PRIVATE
-      "$<$<COMPILE_LANGUAGE:HIP>:${arch_flags};${BUILD2CMAKE_ROCM_HIP_OPTIONS};${arg_HIP_FLAGS}>")
+      "$<$<COMPILE_LANGUAGE:HIP>:${arch_flags};${BUILD2CMAKE_ROCM_HIP_OPTIONS};${BUILD2CMAKE_ROCM_OFFLOAD_FLAGS};${arg_HIP_FLAGS}>")
     target_link_libraries(${target} PRIVATE hip::host)
     set_target_properties(${target} PROPERTIES HIP_ARCHITECTURES OFF
       HIP_STANDARD ${BUILD2CMAKE_CXX_STANDARD} JOB_POOL_COMPILE build2cmake_hip)

@@ -236,8 +236,11 @@ macro(build2cmake_find_torch)
   if(NOT BUILD2CMAKE_CXX_STANDARD OR BUILD2CMAKE_CXX_STANDARD LESS 17)
     set(BUILD2CMAKE_CXX_STANDARD 17)
   endif()
+  # Beside libtorch: <prefix>/lib for pip's torch, the multiarch folder for Debian's
+  # python3-torch/libtorch-dev (TORCH_INSTALL_PREFIX is /usr there).
+  get_filename_component(_b2c_torch_libdir "${TORCH_LIBRARY}" DIRECTORY)
   foreach(_b2c_lib IN LISTS _b2c_torch_libs)
-    find_library(_b2c_lib_path ${_b2c_lib} PATHS "${TORCH_INSTALL_PREFIX}/lib"
+    find_library(_b2c_lib_path ${_b2c_lib} PATHS "${TORCH_INSTALL_PREFIX}/lib" "${_b2c_torch_libdir}"
       NO_DEFAULT_PATH NO_CACHE REQUIRED)
     target_link_libraries(build2cmake_torch INTERFACE "${_b2c_lib_path}")
     unset(_b2c_lib_path)
