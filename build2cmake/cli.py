@@ -123,6 +123,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Build2CMakeError as error:
         print(f"build2cmake: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:
+        # The library turns the OSErrors it expects into Build2CMakeError; this is the net for
+        # the rest (an unreadable file, a name too long), which are the user's to fix too.
+        where = f"{error.filename}: " if error.filename is not None else ""
+        print(f"build2cmake: error: {where}{error.strerror or error}", file=sys.stderr)
+        return 2
+
+
+def _warn(warnings: Sequence[str]) -> None:
+    for warning in warnings:
+        print(f"build2cmake: warning: {warning}", file=sys.stderr)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -141,6 +152,7 @@ def _run(args: argparse.Namespace) -> int:
             backend=args.backend,
             ops_id=args.ops_id,
         )
+        _warn(report.warnings)
         for name in report.written:
             print(f"wrote {name}")
         for name in report.removed:
@@ -150,6 +162,7 @@ def _run(args: argparse.Namespace) -> int:
         clean_report = api.clean(
             args.build_toml, args.target_dir, dry_run=args.dry_run, force=args.force
         )
+        _warn(clean_report.warnings)
         verb = "would remove" if args.dry_run else "removed"
         for name in clean_report.removed:
             print(f"{verb} {name}")
@@ -158,7 +171,7 @@ def _run(args: argparse.Namespace) -> int:
         if not clean_report.removed and not clean_report.kept_edited:
             print("nothing to clean")
     elif args.command == "build":
-        _, built = api.build(
+        written, built = api.build(
             args.build_toml,
             backend=args.backend,
             ops_id=args.ops_id,
@@ -166,6 +179,7 @@ def _run(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             force=args.force,
         )
+        _warn(written.warnings)
         backend = built.metadata["backend"]
         assert isinstance(backend, dict)
         archs = ", ".join(backend.get("archs", [])) or "-"
