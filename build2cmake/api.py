@@ -233,7 +233,8 @@ def _clean_locked(folder: ProjectFolder, *, dry_run: bool, force: bool) -> Clean
         for name in folders:
             folder.rmtree(name)
             folder.remove_empty_parents(name)
-        if not kept:
+        # A manifest with entries we ignored stays, for the user to look at.
+        if not kept and not manifest.ignored:
             folder.unlink(MANIFEST_NAME)
     removed = sorted(files) + sorted(f + "/" for f in folders)
     return CleanReport(tuple(removed), tuple(kept), (*manifest.ignored, *record_warnings))
