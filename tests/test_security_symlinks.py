@@ -120,3 +120,22 @@ def test_project_folder_walk_refuses_a_symlink_swapped_in(tmp_path: Path) -> Non
         assert folder.unlink("out") is True  # the link itself
     assert list(outside.iterdir()) == []
     assert sorted(os.listdir(tmp_path)) == ["inside", "real"]
+
+
+def test_write_never_follows_a_link_at_its_own_temporary_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Temporary names are random; should an attacker guess one (here: we fix it) and plant a
+    symlink there, O_EXCL|O_NOFOLLOW refuses it instead of writing through it."""
+    import build2cmake.safefs as safefs
+
+    monkeypatch.setattr(safefs.secrets, "token_hex", lambda n: "guessed")
+    target = tmp_path / "outside.txt"
+    target.write_text("untouched")
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / ".CMakeLists.txt.guessed.tmp").symlink_to(target)
+    with ProjectFolder(project) as folder, pytest.raises(Build2CMakeError, match="cannot write"):
+        folder.write_atomic("CMakeLists.txt", b"attack")
+    assert target.read_text() == "untouched"
+    assert not (project / "CMakeLists.txt").exists()
