@@ -216,3 +216,21 @@ def test_api_clean_and_generate_agree_with_the_cli(scene: Scene) -> None:
     report = clean(scene.build_toml, force=True)
     assert report.removed == () and report.warnings
     scene.assert_sentinel_untouched()
+
+
+def test_a_hard_link_to_an_outside_file_is_replaced_or_unlinked_never_written(
+    scene: Scene,
+) -> None:
+    """A generated name hard-linked to a file outside, with its true hash in the manifest:
+    generate renames over the name and clean unlinks the name; the outside file keeps its
+    content (a write in place would change it)."""
+    outside = scene.sentinel / "CMakeLists.txt"
+    (scene.project / "CMakeLists.txt").hardlink_to(outside)
+    write_manifest(scene, {"CMakeLists.txt": content_hash(outside.read_bytes())})
+    generate_torch(scene.build_toml)
+    scene.assert_sentinel_untouched()
+    (scene.project / "CMakeLists.txt").unlink()
+    (scene.project / "CMakeLists.txt").hardlink_to(outside)
+    write_manifest(scene, {"CMakeLists.txt": content_hash(outside.read_bytes())})
+    assert "removed CMakeLists.txt" in cli("clean", scene.build_toml).stdout
+    scene.assert_sentinel_untouched()
