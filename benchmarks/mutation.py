@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-FAST = ["-m", "not compile", "-k", "not fuzzed and not arbitrary and not mutated"]
+FAST_K = "not fuzzed and not arbitrary and not mutated"
 
 
 @dataclass(frozen=True)
@@ -123,13 +123,14 @@ def test_files(root: Path) -> list[str]:
     return [n for n in names if (root / n).is_file()]
 
 
-def run_tests(root: Path, timeout: float) -> tuple[bool, float, str]:
+def run_tests(root: Path, timeout: float, also_k: str | None) -> tuple[bool, float, str]:
     """(all passed, seconds, last line of pytest's output)."""
     start = time.monotonic()
     try:
         result = subprocess.run(
             [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-             *FAST, *test_files(root)],
+             "-m", "not compile", "-k", FAST_K + (f" and ({also_k})" if also_k else ""),
+             *test_files(root)],
             cwd=root, capture_output=True, text=True, timeout=timeout,
             env={**os.environ, "PYTHONPATH": str(root)},
         )  # fmt: skip
@@ -150,13 +151,15 @@ def apply(root: Path, mutant: Mutant) -> None:
     path.write_text(text[:index] + mutant.new + text[index + len(mutant.old) :])
 
 
-def run_one(mutant: Mutant | None, tests_from: str | None, timeout: float) -> tuple[bool, str]:
+def run_one(
+    mutant: Mutant | None, tests_from: str | None, timeout: float, also_k: str | None
+) -> tuple[bool, str]:
     with tempfile.TemporaryDirectory(prefix="b2c-mutant-") as folder:
         root = Path(folder)
         copy_repo(root, tests_from)
         if mutant is not None:
             apply(root, mutant)
-        passed, seconds, last = run_tests(root, timeout)
+        passed, seconds, last = run_tests(root, timeout, also_k)
         name = mutant.name if mutant else "(no mutation)"
         verdict = "survived" if passed else "killed"
         if mutant is None:
@@ -172,17 +175,24 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated mutant names")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="mutants run at once (<= 2)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per test run")
+    parser.add_argument(
+        "--also-k",
+        metavar="EXPR",
+        help="further pytest -k selection, e.g. to leave out a test that fails under load",
+    )
     args = parser.parse_args()
     mutants = MUTANTS
     if args.only:
         wanted = set(args.only.split(","))
         mutants = [m for m in MUTANTS if m.name in wanted]
-    baseline, _ = run_one(None, args.tests_from, args.timeout)
+    baseline, _ = run_one(None, args.tests_from, args.timeout, args.also_k)
     if not baseline:
         print("the unmutated code fails these tests; no score", file=sys.stderr)
         return 1
     with ThreadPoolExecutor(max(1, min(args.jobs, 2))) as pool:
-        outcomes = list(pool.map(lambda m: run_one(m, args.tests_from, args.timeout), mutants))
+        outcomes = list(
+            pool.map(lambda m: run_one(m, args.tests_from, args.timeout, args.also_k), mutants)
+        )
     killed = sum(not passed for passed, _ in outcomes)
     survivors = [m.name for m, (passed, _) in zip(mutants, outcomes, strict=True) if passed]
     print(f"\nmutation score: {killed}/{len(mutants)} killed")
