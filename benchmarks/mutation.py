@@ -43,8 +43,14 @@ class Mutant:
 MUTANTS = [
     Mutant("lock-noop", "build2cmake/safefs.py",
            "fcntl.flock(self.fd, fcntl.LOCK_EX)", "pass"),
+    # Writes the file in place (truncate, then write), then still calls os.replace (on itself).
     Mutant("non-atomic-write", "build2cmake/safefs.py",
-           'tmp = f"{temporary_prefix(rel.name)}{secrets.token_hex(4)}.tmp"', "tmp = rel.name"),
+           'tmp = f"{temporary_prefix(rel.name)}{secrets.token_hex(4)}.tmp"\n'
+           "                fd = os.open(\n                    tmp,\n"
+           "                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW"
+           " | os.O_CLOEXEC,",
+           "tmp = rel.name\n                fd = os.open(\n                    tmp,\n"
+           "                    os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,"),
     Mutant("no-tmp-nofollow", "build2cmake/safefs.py",
            "os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC",
            "os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC"),
