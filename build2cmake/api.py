@@ -126,6 +126,15 @@ def _generate_locked(
         source_prefix="" if prefix == "." else prefix.replace(os.sep, "/") + "/",
     )
     fileset = render_project(project, options)
+    # pip (scikit-build-core) builds in build/cmake, following symlinks: a planted `build` or
+    # `build/cmake` link would send CMake's writes out of the project.
+    for name in (BUILD_FOLDER, BUILD_DIR):
+        info = folder.lstat(name)
+        if info is not None and stat.S_ISLNK(info.st_mode):
+            raise Build2CMakeError(
+                f"{folder.path / name}: is a symlink; the build writes there, so it must be a "
+                "real folder inside the project (remove the link)"
+            )
     return write_fileset_locked(fileset, folder, force=force)
 
 

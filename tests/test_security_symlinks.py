@@ -139,3 +139,17 @@ def test_write_never_follows_a_link_at_its_own_temporary_name(
         folder.write_atomic("CMakeLists.txt", b"attack")
     assert target.read_text() == "untouched"
     assert not (project / "CMakeLists.txt").exists()
+
+
+@pytest.mark.parametrize("link", ["build", "build/cmake"])
+def test_generate_refuses_a_symlinked_build_folder_pip_would_write_through(
+    scene: Scene, link: str
+) -> None:
+    (scene.project / "build").mkdir()
+    if link == "build":
+        (scene.project / "build").rmdir()
+    (scene.project / link).symlink_to(scene.sentinel)
+    before = state(scene.project)
+    assert_one_user_error(cli("generate-torch", scene.build_toml), link, "symlink")
+    assert state(scene.project) == before
+    scene.assert_sentinel_untouched()
