@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
-import shutil
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -25,21 +24,32 @@ from build2cmake.fileset import (
     Manifest,
     WriteReport,
     content_hash,
-    locked,
-    write_fileset,
+    current_bytes,
+    write_fileset_locked,
 )
 from build2cmake.hub_variants import HubVariant, project_variants
 from build2cmake.model import BUILDABLE_BACKENDS, Project
 from build2cmake.render import BUILD_DIR, RenderOptions, extension_name, render_project
+from build2cmake.safefs import (
+    BUILD_TOML_LIMIT_BYTES,
+    ProjectFolder,
+    checked_target,
+    read_regular_file,
+)
 from build2cmake.variant import installed_torch_backend
 from build2cmake.variant_builds import VariantResult
 from build2cmake.variant_env import PackageSources
 
-# What clean removes besides the generated files: the build folder of the generated pyproject
-# and any variant of it (e.g. `-C build-dir=build/cmake-rocm`).
-BUILD_DIR_PATTERNS = (BUILD_DIR + "*",)
+# What clean removes besides the generated files: real folders (not symlinks) directly under
+# build/ whose name starts with `cmake`: the generated pyproject's build folder, its variants
+# (e.g. `-C build-dir=build/cmake-rocm`) and build's own build/cmake-variant-<backend>.
+BUILD_FOLDER, BUILD_DIR_PREFIX = BUILD_DIR.split("/")
 
-_OPS_ID = re.compile(r"[A-Za-z0-9_]{1,32}")
+# re.ASCII: \w and friends would accept non-ASCII letters; fullmatch: `$` accepts a trailing
+# newline.
+_OPS_ID = re.compile(r"[A-Za-z0-9_]{1,32}", re.ASCII)
+# A CMake cache entry NAME[:TYPE]=VALUE, as `cmake -D` takes it.
+_DEFINE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=.*", re.ASCII | re.DOTALL)
 
 
 def validate(build_toml: Path) -> Project:
@@ -57,14 +67,19 @@ def default_ops_id(build_toml: Path, project: Project | None = None) -> str:
     (paths are hashed relative to the project, in sorted order).
     """
     project = project or load_project(build_toml)
-    digest = hashlib.sha256(b"build.toml\0" + build_toml.read_bytes())
+    data = read_regular_file(build_toml, BUILD_TOML_LIMIT_BYTES, "build.toml")
+    digest = hashlib.sha256(b"build.toml\0" + data)
     for relative, path in _compiled_files(build_toml.parent, project):
-        content = path.read_bytes()
+        # Bounded, regular files only: a FIFO or device planted as a source must not hang this.
+        content = read_regular_file(
+            path, _SOURCE_LIMIT_BYTES, "source file", root=build_toml.parent
+        )
         digest.update(f"\0{relative}\0{len(content)}\0".encode())
         digest.update(content)
     return digest.hexdigest()[:10]
 
 
+_SOURCE_LIMIT_BYTES = 64 << 20
 # What the compilers read from an `include` folder; other files there (data, docs, build
 # outputs) do not change the extension.
 _COMPILED_SUFFIXES = frozenset(
@@ -84,7 +99,8 @@ def _compiled_files(project_dir: Path, project: Project) -> list[tuple[str, Path
         sources += kernel.sources
         includes += kernel.includes
     # Files generate-torch wrote (registration.h, ...) follow from build.toml and the ops id.
-    manifest = Manifest.read(project_dir)
+    with ProjectFolder(project_dir) as project_folder:
+        manifest = Manifest.read(project_folder)
     generated = set(manifest.files) if manifest is not None else set()
     found: dict[str, Path] = {}
     for source in sources:
@@ -104,6 +120,27 @@ def _compiled_files(project_dir: Path, project: Project) -> list[tuple[str, Path
             ):
                 found[relative.as_posix()] = path
     return sorted((k, v) for k, v in found.items() if k not in generated)
+
+
+def check_ops_id(ops_id: str | None) -> None:
+    """Refuse an --ops-id that is not 1 to 32 ASCII letters, digits or '_'."""
+    if ops_id is not None and not _OPS_ID.fullmatch(ops_id):
+        raise Build2CMakeError(
+            f"--ops-id {ops_id!r}: use 1 to 32 letters, digits or '_' (it becomes part of the "
+            "torch op namespace)"
+        )
+
+
+def check_build_arguments(defines: tuple[str, ...], jobs: int | None) -> None:
+    """Refuse bad -D and -j arguments before anything is written."""
+    for define in defines:
+        if not _DEFINE.fullmatch(define) or "\0" in define:
+            raise Build2CMakeError(
+                f"-D {define!r}: use -D NAME=VALUE with NAME of ASCII letters, digits and '_', "
+                "e.g. -D BUILD2CMAKE_ROCM_ARCHS=gfx90a"
+            )
+    if jobs is not None and jobs < 1:
+        raise Build2CMakeError(f"-j {jobs}: the number of parallel jobs must be 1 or more")
 
 
 @dataclass(frozen=True)
@@ -142,7 +179,16 @@ def generate_torch(
     the report); a project left with none is refused, unless it compiles nothing (noarch).
     """
     project = load_project(build_toml)
-    target = _checked_target(build_toml, target_dir)
+    target = checked_target(target_dir if target_dir is not None else build_toml.parent)
+    _checked_request(project, build_toml, backend, ops_id)
+    with ProjectFolder(target) as folder, folder.locked():
+        return _generate_locked(project, build_toml, folder, force, backend, ops_id)
+
+
+def _checked_request(
+    project: Project, build_toml: Path, backend: str | None, ops_id: str | None
+) -> None:
+    """Everything generate refuses, checked before anything is written."""
     if project.framework == "tvm-ffi":
         raise BuildConfigError(
             build_toml,
@@ -157,26 +203,41 @@ def generate_torch(
             f"declares {', '.join(project.backends)}, none of which this build2cmake builds "
             f"(it builds {', '.join(BUILDABLE_BACKENDS)})",
         )
-    if backend is not None and backend not in project.buildable_backends:
+    allowed = project.backends if project.universal else project.buildable_backends
+    if backend is not None and backend not in allowed:
         raise Build2CMakeError(
             f"--backend {backend}: build.toml declares only "
-            f"{', '.join(project.buildable_backends) or 'no backend'} of the backends "
-            "build2cmake builds"
+            f"{', '.join(allowed) or 'no backend'} of the backends build2cmake builds"
         )
-    if ops_id is not None and not _OPS_ID.fullmatch(ops_id):
-        raise Build2CMakeError(
-            f"--ops-id {ops_id!r}: use 1 to 32 ASCII letters, digits or '_' (it becomes part "
-            "of the torch op namespace)"
-        )
-    prefix = os.path.relpath(build_toml.parent.resolve(), target.resolve())
+    check_ops_id(ops_id)
+
+
+def _generate_locked(
+    project: Project,
+    build_toml: Path,
+    folder: ProjectFolder,
+    force: bool,
+    backend: str | None,
+    ops_id: str | None,
+) -> GenerateReport:
+    prefix = os.path.relpath(build_toml.parent.resolve(), folder.path.resolve())
     options = RenderOptions(
         ops_id=ops_id or default_ops_id(build_toml, project),
-        default_backend=backend or "auto",
+        default_backend=backend if backend in project.buildable_backends else "auto",
         build_toml_name=build_toml.name,
         source_prefix="" if prefix == "." else prefix.replace(os.sep, "/") + "/",
     )
     fileset = render_project(project, options)
-    written = write_fileset(fileset, target, build_dirs=BUILD_DIR_PATTERNS, force=force)
+    # pip (scikit-build-core) builds in build/cmake, following symlinks: a planted `build` or
+    # `build/cmake` link would send CMake's writes out of the project.
+    for name in (BUILD_FOLDER, BUILD_DIR):
+        info = folder.lstat(name)
+        if info is not None and stat.S_ISLNK(info.st_mode):
+            raise Build2CMakeError(
+                f"{folder.path / name}: is a symlink; the build writes there, so it must be a "
+                "real folder inside the project (remove the link)"
+            )
+    written = write_fileset_locked(fileset, folder, force=force)
     skipped = project.skipped_backends if project.framework == "torch" else ()
     return GenerateReport(written, skipped, project.warnings)
 
@@ -191,20 +252,29 @@ def build(
     force: bool = False,
     allow_toolkit_mismatch: bool = False,
 ) -> tuple[GenerateReport, BuildReport]:
-    """generate-torch in the project folder, then compile and write build/<variant>/."""
-    report = generate_torch(build_toml, force=force, backend=backend, ops_id=ops_id)
+    """generate-torch in the project folder, then compile and write build/<variant>/.
+
+    All arguments are checked before anything is written, and the project folder stays locked
+    from generate to the last write, so a concurrent clean cannot delete the build folder
+    CMake is compiling in.
+    """
+    check_build_arguments(defines, jobs)
     project = load_project(build_toml)
-    _check_defines(defines)
-    built = builder.build(
-        project,
-        build_toml.parent,
-        backend=backend,
-        extension_for=_extensions(project, ops_id or default_ops_id(build_toml, project)),
-        defines=defines,
-        jobs=jobs,
-        force=force,
-        allow_toolkit_mismatch=allow_toolkit_mismatch,
-    )
+    target = checked_target(build_toml.parent)
+    _checked_request(project, build_toml, backend, ops_id)
+    extension_for = _extensions(project, ops_id or default_ops_id(build_toml, project))
+    with ProjectFolder(target) as folder, folder.locked():
+        report = _generate_locked(project, build_toml, folder, force, backend, ops_id)
+        built = builder.build(
+            project,
+            folder.path,
+            backend=backend,
+            extension_for=extension_for,
+            defines=defines,
+            jobs=jobs,
+            force=force,
+            allow_toolkit_mismatch=allow_toolkit_mismatch,
+        )
     return report, built
 
 
@@ -216,14 +286,6 @@ def _extensions(project: Project, ops_id: str) -> dict[str, str]:
         for b in names
         if b in project.backends or (b == "universal" and project.universal)
     }
-
-
-def _check_defines(defines: tuple[str, ...]) -> None:
-    for define in defines:
-        if "=" not in define:
-            raise Build2CMakeError(
-                f"-D {define}: use -D NAME=VALUE, e.g. -D BUILD2CMAKE_ROCM_ARCHS=gfx90a"
-            )
 
 
 def list_variants(build_toml: Path) -> list[HubVariant]:
@@ -255,7 +317,7 @@ def build_variants(
             "`build2cmake build`; otherwise check [torch] and [general.cuda] minver/maxver)"
         )
     generate_torch(build_toml, force=force, ops_id=ops_id)
-    _check_defines(defines)
+    check_build_arguments(defines, jobs)
     return variant_builds.build_variants(
         project,
         build_toml.parent,
@@ -288,69 +350,104 @@ class CleanReport:
 
     removed: tuple[str, ...]
     kept_edited: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
 
 
 def clean(
     build_toml: Path, target_dir: Path | None = None, *, dry_run: bool = False, force: bool = False
 ) -> CleanReport:
-    """Remove what generate-torch wrote (per its manifest) and the build folder, nothing else.
+    """Remove what generate-torch wrote (per its manifest) and the build folders, nothing else.
 
-    A generated file the user edited since is kept (and listed) unless `force`.
+    A generated file the user edited since is kept (and listed) unless `force`. Only files
+    generate writes are taken from the manifest; build folders come from our own rule.
     """
-    target = _checked_target(build_toml, target_dir)
-    with locked(target):
-        return _clean_locked(target, dry_run=dry_run, force=force)
+    target = checked_target(target_dir if target_dir is not None else build_toml.parent)
+    with ProjectFolder(target) as folder, folder.locked():
+        return _clean_locked(folder, dry_run=dry_run, force=force)
 
 
-def _clean_locked(target: Path, *, dry_run: bool, force: bool) -> CleanReport:
-    manifest = Manifest.read(target)
+def build_folders(folder: ProjectFolder) -> list[str]:
+    """The build/cmake* folders clean removes: real folders, never symlinks."""
+    return [
+        f"{BUILD_FOLDER}/{name}"
+        for name in folder.listdir(BUILD_FOLDER)
+        if name.startswith(BUILD_DIR_PREFIX) and folder.is_dir(f"{BUILD_FOLDER}/{name}")
+    ]
+
+
+def _clean_locked(folder: ProjectFolder, *, dry_run: bool, force: bool) -> CleanReport:
+    manifest = Manifest.read(folder)
     if manifest is None:
-        if (target / MANIFEST_NAME).exists():
+        if folder.lstat(MANIFEST_NAME) is not None:
             raise Build2CMakeError(
-                f"{target / MANIFEST_NAME}: unreadable; clean deletes nothing without it. "
+                f"{folder.path / MANIFEST_NAME}: unreadable; clean deletes nothing without it. "
                 "Run generate-torch again to rewrite it, then clean."
             )
         return CleanReport((), ())
-    removed: list[str] = []
+    files: list[str] = []
     kept: list[str] = []
     for name, recorded in sorted(manifest.files.items()):
-        path = target / name
-        if not path.is_file():
-            continue
-        if force or content_hash(path.read_bytes()) == recorded:
-            removed.append(name)
+        current = current_bytes(folder, name)
+        if current is None:
+            continue  # gone, or replaced by a symlink or folder: not ours
+        if force or content_hash(current) == recorded:
+            files.append(name)
         else:
             kept.append(name)
-    build_dirs = sorted(
-        str(found.relative_to(target))
-        for pattern in manifest.build_dirs
-        for found in target.glob(pattern)
-        if found.is_dir() and not found.is_symlink()
-    )
-    removed.extend(d + "/" for d in build_dirs)
-    removed.extend(f"build/{variant}/" for variant in builder.owned_variants(target))
-    if (target / builder.VARIANTS_RECORD).is_file():
-        removed.append(builder.VARIANTS_RECORD)
-    link = target / "compile_commands.json"
-    if link.is_symlink() and _points_into_build(link, target):
-        removed.append(link.name)
+    folders = build_folders(folder)
+    variants, record_warnings = builder.owned_variants(folder)
+    folders.extend(f"{BUILD_FOLDER}/{v}" for v in variants if f"{BUILD_FOLDER}/{v}" not in folders)
+    if folder.is_file(builder.VARIANTS_RECORD):
+        files.append(builder.VARIANTS_RECORD)
+    if _is_our_compile_commands_link(folder):
+        files.append(COMPILE_COMMANDS)
     if not dry_run:
-        for name in removed:
-            path = target / name
-            if name.endswith("/"):
-                shutil.rmtree(path)
-            else:
-                path.unlink(missing_ok=True)
-            _remove_empty_parents(path.parent, target)
-        if not kept:
-            (target / MANIFEST_NAME).unlink()
-    return CleanReport(tuple(removed), tuple(kept))
+        for name in files:
+            folder.unlink(name)
+            folder.remove_empty_parents(name)
+        for name in folders:
+            folder.rmtree(name)
+            folder.remove_empty_parents(name)
+        # A manifest with entries we ignored stays, for the user to look at.
+        if not kept and not manifest.ignored:
+            folder.unlink(MANIFEST_NAME)
+    removed = sorted(files) + sorted(f + "/" for f in folders)
+    return CleanReport(tuple(removed), tuple(kept), (*manifest.ignored, *record_warnings))
+
+
+COMPILE_COMMANDS = "compile_commands.json"
+
+
+def _is_our_compile_commands_link(folder: ProjectFolder) -> bool:
+    """Whether compile_commands.json is the link a generated build made: a symlink to
+    build/cmake*/compile_commands.json of this project (a link of the user's is kept)."""
+    info = folder.lstat(COMPILE_COMMANDS)
+    if info is None or not stat.S_ISLNK(info.st_mode):
+        return False
+    try:
+        destination = os.readlink(COMPILE_COMMANDS, dir_fd=folder.fd)
+    except OSError:
+        return False
+    # CMake writes the link with the build folder's absolute path, resolved or as given.
+    for root in {str(folder.path.resolve()), os.path.abspath(folder.path)}:
+        target = os.path.normpath(os.path.join(root, destination))
+        if target.startswith(root + os.sep):
+            parts = PurePosixPath(target[len(root) + 1 :]).parts
+            if (
+                len(parts) == 3
+                and parts[0] == BUILD_FOLDER
+                and parts[1].startswith(BUILD_DIR_PREFIX)
+                and parts[2] == COMPILE_COMMANDS
+            ):
+                return True
+    return False
 
 
 def update_build(build_toml: Path) -> bool:
     """Rewrite a build.toml of an older format as edition 5, keeping comments.
 
-    Returns False when the file is already edition 5.
+    Returns False when the file is already edition 5. The file is replaced atomically, never
+    written through a symlink or a planted temporary file.
     """
     project = load_project(build_toml)
     if project.source_format == CURRENT_FORMAT:
@@ -358,50 +455,15 @@ def update_build(build_toml: Path) -> bool:
     document = read_document(build_toml)
     to_edition5(document, project, build_toml)
     text = tomlkit.dumps(document)
-    tmp = build_toml.with_name(f".{build_toml.name}.update.tmp")
-    tmp.write_text(text, "utf-8")
-    os.replace(tmp, build_toml)
+    folder_path = checked_target(build_toml.parent)
+    with ProjectFolder(folder_path) as folder, folder.locked():
+        info = folder.lstat(build_toml.name)
+        if info is None or not stat.S_ISREG(info.st_mode):
+            raise Build2CMakeError(
+                f"{build_toml}: update-build rewrites only a regular file, not a symlink"
+            )
+        folder.write_atomic(build_toml.name, text.encode("utf-8"), mode=info.st_mode & 0o777)
     return True
-
-
-def _checked_target(build_toml: Path, target_dir: Path | None) -> Path:
-    """The target folder, refusing the filesystem root and the home folder."""
-    target = target_dir if target_dir is not None else build_toml.parent
-    if not target.exists():
-        raise Build2CMakeError(f"{target}: target folder does not exist")
-    if target.exists() and not target.is_dir():
-        raise Build2CMakeError(f"{target}: target is a file, not a folder")
-    resolved = target.resolve()
-    if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
-        raise Build2CMakeError(
-            f"{target}: refusing to generate into or clean the "
-            f"{'filesystem root' if resolved == Path(resolved.anchor) else 'home folder'}; "
-            "put build.toml in its own project folder"
-        )
-    return target
-
-
-def _points_into_build(link: Path, target: Path) -> bool:
-    """Whether the symlink `link` is the compile_commands.json link a generated build made."""
-    destination = os.readlink(link)
-    build = str((target / "build").resolve()) + os.sep
-    return destination.endswith("/compile_commands.json") and (
-        str(Path(destination).parent.resolve()).startswith(build)
-        or destination.startswith(str(target / "build") + os.sep)
-    )
-
-
-def _remove_empty_parents(folder: Path, stop: Path) -> None:
-    """Remove `folder` and its parents up to (not including) `stop` while they are empty."""
-    while folder != stop and folder.is_relative_to(stop):
-        with contextlib.suppress(OSError):
-            folder.rmdir()
-        if folder.exists():
-            return
-        folder = folder.parent
-
-
-# --- Sharing a kernel: init, checks before sharing, the kernel card, kernels_ci tests, upload ---
 
 
 @dataclass(frozen=True)

@@ -16,20 +16,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TextIO
 
 from build2cmake import offload
 from build2cmake.errors import Build2CMakeError, WriteRefusedError
-from build2cmake.fileset import content_hash, locked
+from build2cmake.fileset import content_hash
 from build2cmake.model import Project
+from build2cmake.safefs import RECORD_LIMIT_BYTES, ProjectFolder, read_regular_file
 from build2cmake.variant import (
     UNIVERSAL_VARIANT,
     arch_variant,
@@ -39,6 +40,14 @@ from build2cmake.variant import (
 )
 
 VARIANTS_RECORD = "build/.build2cmake-variants.json"
+# A variant folder name as kernels spells them (torch213-cxx11-cpu-x86_64-linux,
+# torch-universal): one path component, never hidden, never `.`/`..`.
+_VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}", re.ASCII)
+_HASH = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
+# Python files copied into a variant and the extension: bounded so a planted device or huge
+# file cannot stall the copy.
+PACKAGE_FILE_LIMIT_BYTES = 64 << 20
+LIBRARY_LIMIT_BYTES = 4 << 30
 # kernels 0.17 reads these keys; `license` and `backend` are required by its metadata parser.
 NO_LICENSE = "NOASSERTION"
 
@@ -76,35 +85,57 @@ def ninja_program() -> str:
     return _tool("ninja")
 
 
-def read_record(project_dir: Path) -> dict[str, str]:
-    """Variant folder name -> hash of the metadata.json build wrote there."""
+def read_record(folder: ProjectFolder) -> tuple[dict[str, str], list[str]]:
+    """Variant folder name -> hash of the metadata.json build wrote there, and a warning for
+    each entry that was ignored (not a plain variant name, or no sha256 hash)."""
     try:
-        data = json.loads((project_dir / VARIANTS_RECORD).read_text("utf-8"))
-        return {str(k): str(v) for k, v in data.items()}
-    except (OSError, ValueError, AttributeError):
-        return {}
+        raw = folder.read(VARIANTS_RECORD, RECORD_LIMIT_BYTES, "variants record")
+    except Build2CMakeError as error:
+        return {}, [f"ignoring the variants record: {error}"]
+    if raw is None:
+        return {}, []
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return {}, [f"{VARIANTS_RECORD}: ignoring it: not JSON"]
+    if not isinstance(data, dict):
+        return {}, [f"{VARIANTS_RECORD}: ignoring it: not a JSON object"]
+    record: dict[str, str] = {}
+    warnings: list[str] = []
+    for name, recorded in data.items():
+        if not _VARIANT_NAME.fullmatch(name) or name.startswith("cmake"):
+            warnings.append(f"{VARIANTS_RECORD}: ignoring {name!r}: not a variant folder name")
+        elif not isinstance(recorded, str) or not _HASH.fullmatch(recorded):
+            warnings.append(f"{VARIANTS_RECORD}: ignoring {name!r}: hash is not sha256:<hex>")
+        else:
+            record[name] = recorded
+    return record, warnings
 
 
-def owned_variants(project_dir: Path) -> list[str]:
-    """Variant folders under build/ that `build` made and nobody replaced since."""
+def owned_variants(folder: ProjectFolder) -> tuple[list[str], list[str]]:
+    """Variant folders under build/ that `build` made and nobody replaced since (real folders
+    whose metadata.json is a regular file with the recorded hash), and read warnings."""
+    record, warnings = read_record(folder)
     owned = []
-    for name, recorded in sorted(read_record(project_dir).items()):
-        metadata = project_dir / "build" / name / "metadata.json"
-        with contextlib.suppress(OSError):
-            if content_hash(metadata.read_bytes()) == recorded:
+    for name, recorded in sorted(record.items()):
+        if not folder.is_dir(f"build/{name}"):
+            continue
+        metadata = f"build/{name}/metadata.json"
+        if not folder.is_file(metadata):
+            continue
+        with contextlib.suppress(Build2CMakeError):
+            data = folder.read(metadata, RECORD_LIMIT_BYTES, "metadata.json")
+            if data is not None and content_hash(data) == recorded:
                 owned.append(name)
-    return owned
+    return owned, warnings
 
 
-def _write_record(project_dir: Path, record: dict[str, str]) -> None:
-    path = project_dir / VARIANTS_RECORD
+def _write_record(folder: ProjectFolder, record: dict[str, str]) -> None:
     if not record:
-        path.unlink(missing_ok=True)
+        folder.unlink(VARIANTS_RECORD)
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(dict(sorted(record.items())), indent=2) + "\n", "utf-8")
-    os.replace(tmp, path)
+    text = json.dumps(dict(sorted(record.items())), indent=2) + "\n"
+    folder.write_atomic(VARIANTS_RECORD, text.encode("utf-8"))
 
 
 def _run(
@@ -151,6 +182,11 @@ def compile_project(
     """
     build_dir = build_dir or project_dir / "build" / f"cmake-variant-{backend}"
     install_dir = build_dir / "install"
+    if build_dir.is_relative_to(project_dir):
+        # CMake follows paths: a `build` or `build/cmake-variant-*` symlink planted in the
+        # project would lead its writes elsewhere, so the folder is made a real one first.
+        with ProjectFolder(project_dir) as folder:
+            folder.makedirs(build_dir.relative_to(project_dir).as_posix())
     configure = [
         cmake_program(),
         "-S",
@@ -226,13 +262,27 @@ def _record_defines(build_dir: Path, defines: Sequence[str]) -> None:
     (build_dir / _DEFINES_RECORD).write_text(json.dumps(list(defines)) + "\n", "utf-8")
 
 
-def _python_files(package_dir: Path, pyext: Sequence[str]) -> list[Path]:
-    suffixes = {"." + ext for ext in pyext}
-    return sorted(
-        p.relative_to(package_dir)
-        for p in package_dir.rglob("*")
-        if p.is_file() and p.suffix in suffixes and "__pycache__" not in p.parts
-    )
+def _python_files(folder: ProjectFolder, package: PurePosixPath, pyext: Sequence[str]) -> list[str]:
+    """The package's Python files (relative to it), walking real folders only."""
+    suffixes = tuple("." + ext for ext in pyext)
+    found: list[str] = []
+    pending = [PurePosixPath()]
+    while pending:
+        sub = pending.pop()
+        for name in folder.listdir(package / sub if sub.parts else package):
+            if name == "__pycache__":
+                continue
+            rel = sub / name
+            info = folder.lstat(package / rel)
+            if info is None:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                pending.append(rel)
+            elif name.endswith(suffixes) and (
+                stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)
+            ):
+                found.append(str(rel))
+    return sorted(found)
 
 
 def metadata_for(
@@ -437,44 +487,71 @@ def _check_python_package(project: Project, project_dir: Path) -> None:
 def install_variant(
     project: Project, project_dir: Path, compiled: CompiledVariant, *, force: bool = False
 ) -> BuildReport:
-    """Write build/<variant>/ (Python files, extension, metadata.json) in one rename."""
+    """Write build/<variant>/ (Python files, extension, metadata.json) in one rename.
+
+    Every write and delete goes through a ProjectFolder, so nothing outside the project is
+    touched whatever symlinks the project holds; package files that are symlinks leading out of
+    the project are refused (the variant is what gets uploaded).
+    """
     _check_python_package(project, project_dir)
-    package_dir = project_dir / "torch-ext" / project.package_name
+    package = PurePosixPath("torch-ext") / project.package_name
     pyext = project.torch.pyext if project.torch is not None else ("py", "pyi")
     variant, library, metadata = compiled.variant, compiled.library, compiled.metadata
+    if not _VARIANT_NAME.fullmatch(variant):
+        raise Build2CMakeError(f"{variant!r}: not a usable variant folder name")
 
     metadata_bytes = (json.dumps(metadata, indent=2) + "\n").encode("utf-8")
-    build_root = project_dir / "build"
-    build_root.mkdir(exist_ok=True)
+    build_root = PurePosixPath("build")
     destination = build_root / variant
-    with locked(build_root):
-        record = read_record(project_dir)
-        if destination.exists() and variant not in owned_variants(project_dir) and not force:
-            raise WriteRefusedError(
-                f"{destination}: exists and was not made by build2cmake build (or was changed "
-                "since); move it away, or pass --force to replace it"
-            )
-        staging = Path(tempfile.mkdtemp(prefix=f".{variant}.", dir=build_root))
-        try:
-            for relative in _python_files(package_dir, pyext):
-                (staging / relative).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(package_dir / relative, staging / relative)
-            if library is not None:
-                shutil.copy2(library, staging / library.name)
-            (staging / "metadata.json").write_bytes(metadata_bytes)
-            staging.chmod(0o755)
-            old = None
-            if destination.exists() or destination.is_symlink():
-                old = build_root / f".{variant}.old"
-                if old.exists():
-                    shutil.rmtree(old)
-                os.replace(destination, old)
-            os.replace(staging, destination)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        record[variant] = content_hash(metadata_bytes)
-        _write_record(project_dir, record)
-    return BuildReport(variant=variant, path=destination, metadata=metadata)
+    with ProjectFolder(project_dir) as folder:
+        folder.makedirs(build_root)
+        # Variants built at once (build --variants --concurrent) take turns on the record.
+        with ProjectFolder(project_dir / "build") as build_folder, build_folder.locked():
+            record, _ = read_record(folder)
+            owned, _ = owned_variants(folder)
+            if folder.lstat(destination) is not None and variant not in owned and not force:
+                raise WriteRefusedError(
+                    f"{project_dir / str(destination)}: exists and was not made by build2cmake "
+                    "build (or was changed since); move it away, or pass --force to replace it"
+                )
+            staging = folder.make_temporary_dir(build_root, f".{variant}.")
+            try:
+                for relative in _python_files(folder, package, pyext):
+                    data = read_regular_file(
+                        project_dir / str(package / relative),
+                        PACKAGE_FILE_LIMIT_BYTES,
+                        "package file",
+                        root=project_dir,
+                    )
+                    folder.write_atomic(staging / relative, data)
+                if library is not None:
+                    binary = read_regular_file(library, LIBRARY_LIMIT_BYTES, "extension")
+                    folder.write_atomic(staging / library.name, binary, mode=0o755)
+                folder.write_atomic(staging / "metadata.json", metadata_bytes)
+                old = None
+                if folder.lstat(destination) is not None:
+                    old = build_root / f".{variant}.old"
+                    _remove_any(folder, old)
+                    folder.rename(destination, old)
+                folder.rename(staging, destination)
+                if old is not None:
+                    with contextlib.suppress(Build2CMakeError):
+                        _remove_any(folder, old)
+            except BaseException:
+                with contextlib.suppress(Build2CMakeError):
+                    folder.rmtree(staging)
+                raise
+            record[variant] = content_hash(metadata_bytes)
+            _write_record(folder, record)
+    return BuildReport(variant=variant, path=project_dir / str(destination), metadata=metadata)
+
+
+def _remove_any(folder: ProjectFolder, name: PurePosixPath) -> None:
+    """Remove `name` whatever it is (a folder's tree, or a file or symlink itself)."""
+    info = folder.lstat(name)
+    if info is None:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        folder.rmtree(name)
+    else:
+        folder.unlink(name)

@@ -279,9 +279,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in str(error).splitlines() or [""]:
             print(f"build2cmake: error: {line}", file=sys.stderr)
         return 2
+    except OSError as error:
+        # The library turns the OSErrors it expects into Build2CMakeError; this is the net for
+        # the rest (an unreadable file, a name too long), which are the user's to fix too.
+        where = f"{error.filename}: " if error.filename is not None else ""
+        print(f"build2cmake: error: {where}{error.strerror or error}", file=sys.stderr)
+        return 2
 
 
-def _print_warnings(warnings: Sequence[str]) -> None:
+def _warn(warnings: Sequence[str]) -> None:
     for warning in warnings:
         print(f"build2cmake: warning: {warning}", file=sys.stderr)
 
@@ -289,7 +295,7 @@ def _print_warnings(warnings: Sequence[str]) -> None:
 def _run(args: argparse.Namespace) -> int:
     if args.command == "validate":
         project = api.validate(args.build_toml)
-        _print_warnings(project.warnings)
+        _warn(project.warnings)
         kernels = ", ".join(f"{k.name} ({k.backend})" for k in project.kernels) or "none"
         print(
             f"{args.build_toml}: valid ({project.source_format}, {project.framework}); "
@@ -304,7 +310,7 @@ def _run(args: argparse.Namespace) -> int:
             backend=args.backend,
             ops_id=args.ops_id,
         )
-        _print_warnings(report.warnings)
+        _warn(report.warnings)
         if report.skipped_backends:
             print(
                 f"skipped backends {', '.join(report.skipped_backends)}: build.toml declares "
@@ -319,6 +325,7 @@ def _run(args: argparse.Namespace) -> int:
         clean_report = api.clean(
             args.build_toml, args.target_dir, dry_run=args.dry_run, force=args.force
         )
+        _warn(clean_report.warnings)
         verb = "would remove" if args.dry_run else "removed"
         for name in clean_report.removed:
             print(f"{verb} {name}")
@@ -329,7 +336,7 @@ def _run(args: argparse.Namespace) -> int:
     elif args.command == "build" and (args.variants or args.all):
         return _build_variants(args)
     elif args.command == "build":
-        _, built, sharing = api.build_for_sharing(
+        written, built, sharing = api.build_for_sharing(
             args.build_toml,
             strict=args.strict,
             backend=args.backend,
@@ -339,6 +346,7 @@ def _run(args: argparse.Namespace) -> int:
             force=args.force,
             allow_toolkit_mismatch=args.allow_toolkit_mismatch,
         )
+        _warn(written.warnings)
         backend = built.metadata["backend"]
         assert isinstance(backend, dict)
         archs = ", ".join(backend.get("archs", [])) or "-"

@@ -3,28 +3,56 @@
 A manifest (`.build2cmake-manifest.json`) records every file generate wrote with the hash of the
 content it wrote. That is how a later generate tells "ours, unchanged" (safe to replace) from
 "edited by the user" (kept unless --force), and how `clean` knows exactly what it may delete.
+The manifest lives in the project, so it is untrusted input: only entries that name a file
+generate could have written are used; the rest are ignored with a warning and never deleted.
+All disk access goes through `safefs.ProjectFolder`, which never leaves the project folder.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
+import fnmatch
 import hashlib
 import json
-import os
-import tempfile
+import re
+import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from build2cmake.errors import Build2CMakeError, WriteRefusedError
+from build2cmake.safefs import RECORD_LIMIT_BYTES, ProjectFolder, checked_target, relative_path
 
 MANIFEST_NAME = ".build2cmake-manifest.json"
+# The files generate writes (render.render_project); a manifest entry naming anything else is
+# not ours to replace or delete. tests/test_security_manifest.py checks that every rendered file
+# matches, so a new generated file fails a test until it is listed here.
+GENERATED_PATTERNS = (
+    "CMakeLists.txt",
+    "pyproject.toml",
+    "cmake/*",
+    "torch-ext/registration.h",
+    "torch-ext/*/_ops.py",
+)
+# A generated file is a few KiB; one the user replaced with something bigger is not ours.
+GENERATED_LIMIT_BYTES = 16 << 20
+_HASH = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def content_hash(data: bytes) -> str:
     """The hash recorded in the manifest for a file's content."""
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def is_generated_name(name: str) -> bool:
+    """Whether `name` is a normalized relative path of a kind generate writes."""
+    rel = relative_path(name)
+    if rel is None:
+        return False
+    # fnmatch's `*` also matches `/`; compare component counts so `cmake/*` is one level.
+    return any(
+        fnmatch.fnmatchcase(name, pattern) and len(rel.parts) == pattern.count("/") + 1
+        for pattern in GENERATED_PATTERNS
+    )
 
 
 @dataclass
@@ -49,21 +77,36 @@ class Manifest:
     """What the last generate wrote into a target folder."""
 
     files: Mapping[str, str]  # relative path -> content hash
-    build_dirs: tuple[str, ...] = ()
+    ignored: tuple[str, ...] = ()  # warnings about entries that were not used
 
     @classmethod
-    def read(cls, target_dir: Path) -> Manifest | None:
-        """The manifest in `target_dir`, or None when there is none or it is unreadable."""
-        try:
-            data = json.loads((target_dir / MANIFEST_NAME).read_text("utf-8"))
-            files = {str(k): str(v) for k, v in data["files"].items()}
-            build_dirs = tuple(str(d) for d in data.get("build_dirs", []))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    def read(cls, folder: ProjectFolder) -> Manifest | None:
+        """The manifest in `folder`, None when there is none or it is not JSON of the right
+        shape. Entries that are not generated file names with a sha256 hash are dropped (and
+        listed in `ignored`); a manifest that is not a regular file is one Build2CMakeError."""
+        raw = folder.read(MANIFEST_NAME, RECORD_LIMIT_BYTES, "manifest")
+        if raw is None:
             return None
-        return cls(files=files, build_dirs=build_dirs)
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
+            return None
+        files: dict[str, str] = {}
+        ignored: list[str] = []
+        for name, recorded in data["files"].items():
+            if not is_generated_name(name):
+                ignored.append(f"{MANIFEST_NAME}: ignoring {name!r}: not a file generate writes")
+            elif not isinstance(recorded, str) or not _HASH.fullmatch(recorded):
+                ignored.append(f"{MANIFEST_NAME}: ignoring {name!r}: its hash is not sha256:<hex>")
+            else:
+                files[name] = recorded
+        return cls(files=files, ignored=tuple(ignored))
 
     def to_bytes(self) -> bytes:
-        data = {"files": dict(sorted(self.files.items())), "build_dirs": list(self.build_dirs)}
+        """The manifest as written to disk (sorted, so identical runs write identical bytes)."""
+        data = {"files": dict(sorted(self.files.items()))}
         return (json.dumps(data, indent=2) + "\n").encode("utf-8")
 
 
@@ -74,135 +117,106 @@ class WriteReport:
     written: tuple[str, ...]
     unchanged: tuple[str, ...]
     removed: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
 
 
-def write_fileset(
-    fileset: FileSet, target_dir: Path, *, build_dirs: tuple[str, ...] = (), force: bool = False
-) -> WriteReport:
+def write_fileset(fileset: FileSet, target_dir: Path, *, force: bool = False) -> WriteReport:
     """Write `fileset` under `target_dir`: all or nothing as far as checks go, each file atomic.
 
     Unchanged files are not touched (their mtime stays). A file that exists with other content
     than generate last wrote there (or that generate never wrote) is refused unless `force`.
     """
-    if not target_dir.is_dir():
-        raise Build2CMakeError(f"{target_dir}: target folder does not exist or is not a folder")
-    with locked(target_dir):
-        return _write_locked(fileset, target_dir, build_dirs, force)
+    checked_target(target_dir)
+    with ProjectFolder(target_dir) as folder, folder.locked():
+        return write_fileset_locked(fileset, folder, force=force)
 
 
-@contextlib.contextmanager
-def locked(target_dir: Path) -> Iterator[None]:
-    """Hold an exclusive lock on the target folder itself, so that concurrent generate and clean
-    runs on one project take turns (and never sweep each other's temporary files)."""
-    fd = os.open(target_dir, os.O_RDONLY)
+def current_bytes(folder: ProjectFolder, name: str) -> bytes | None:
+    """The content of generated file `name` if it is a regular file we may compare, else None."""
+    if not folder.is_file(name):
+        return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
+        return folder.read(name, GENERATED_LIMIT_BYTES, "generated file")
+    except Build2CMakeError:
+        return None
 
 
-def _write_locked(
-    fileset: FileSet, target_dir: Path, build_dirs: tuple[str, ...], force: bool
-) -> WriteReport:
-    previous = Manifest.read(target_dir)
+def write_fileset_locked(fileset: FileSet, folder: ProjectFolder, *, force: bool) -> WriteReport:
+    """`write_fileset` for a caller that already holds `folder`'s lock."""
+    for path in fileset:
+        if relative_path(path) is None:
+            raise ValueError(f"FileSet: {str(path)!r} is not a normalized relative path")
+    previous = Manifest.read(folder)
     recorded = previous.files if previous else {}
 
     to_write: list[PurePosixPath] = []
     unchanged: list[str] = []
     refused: list[str] = []
     for path in fileset:
-        on_disk = target_dir / path
+        _check_parents(folder, path)
         content = fileset.files[path]
-        blocker = _blocking_parent(target_dir, path)
-        if blocker is not None:
-            raise Build2CMakeError(f"{blocker}: is a file, but generate needs a folder there")
-        if on_disk.is_dir():
-            raise Build2CMakeError(f"{on_disk}: is a folder, but generate writes a file there")
-        if not on_disk.exists():
+        info = folder.lstat(path)
+        if info is None:
             to_write.append(path)
             continue
-        try:
-            current = on_disk.read_bytes()
-        except OSError as e:
-            raise Build2CMakeError(f"{on_disk}: cannot be read ({e.strerror})") from None
+        if stat.S_ISDIR(info.st_mode):
+            raise Build2CMakeError(
+                f"{folder.path / str(path)}: is a folder, but generate writes a file there"
+            )
+        # A symlink or other non-regular file is never ours; the rename replaces it (never
+        # writes through it), so --force may.
+        current = current_bytes(folder, str(path))
         if current == content:
             unchanged.append(str(path))
-        elif force or recorded.get(str(path)) == content_hash(current):
+        elif force or (current is not None and recorded.get(str(path)) == content_hash(current)):
             to_write.append(path)
         else:
             refused.append(str(path))
     if refused:
-        listing = "\n".join(f"  {target_dir / p}" for p in refused)
+        listing = "\n".join(f"  {folder.path / p}" for p in refused)
         raise WriteRefusedError(
             "refusing to overwrite files that build2cmake did not write or that were edited "
             f"since:\n{listing}\nMove your changes elsewhere, or pass --force to overwrite them."
         )
 
-    # Files the previous generate wrote that this one does not (e.g. a renamed package).
+    # Files the previous generate wrote that this one does not (e.g. a renamed package); an
+    # edited one is the user's now and stays.
     stale = sorted(set(recorded) - {str(p) for p in fileset})
     removed: list[str] = []
     for name in stale:
-        on_disk = target_dir / name
-        with contextlib.suppress(OSError):
-            if content_hash(on_disk.read_bytes()) == recorded[name]:
-                on_disk.unlink()
-                removed.append(name)
+        current = current_bytes(folder, name)
+        if current is not None and content_hash(current) == recorded[name]:
+            folder.unlink(name)
+            folder.remove_empty_parents(name)
+            removed.append(name)
 
-    _remove_stale_temporaries(target_dir, [*fileset, PurePosixPath(MANIFEST_NAME)])
+    folder.remove_stale_temporaries([*fileset, PurePosixPath(MANIFEST_NAME)])
     for path in to_write:
-        _atomic_write(target_dir / path, fileset.files[path])
-    manifest = Manifest(
-        files={str(p): content_hash(fileset.files[p]) for p in fileset}, build_dirs=build_dirs
-    )
-    manifest_path = target_dir / MANIFEST_NAME
+        folder.write_atomic(path, fileset.files[path])
+    manifest = Manifest(files={str(p): content_hash(fileset.files[p]) for p in fileset})
     new_manifest = manifest.to_bytes()
-    if not manifest_path.exists() or manifest_path.read_bytes() != new_manifest:
-        _atomic_write(manifest_path, new_manifest)
-    return WriteReport(tuple(str(p) for p in to_write), tuple(unchanged), tuple(removed))
+    if current_bytes(folder, MANIFEST_NAME) != new_manifest:
+        folder.write_atomic(MANIFEST_NAME, new_manifest)
+    return WriteReport(
+        tuple(str(p) for p in to_write),
+        tuple(unchanged),
+        tuple(removed),
+        previous.ignored if previous else (),
+    )
 
 
-def _blocking_parent(target_dir: Path, path: PurePosixPath) -> Path | None:
-    """The first parent folder of `path` that exists as a file, if any."""
-    current = target_dir
-    for part in path.parts[:-1]:
-        current = current / part
-        if current.exists() and not current.is_dir():
-            return current
-    return None
-
-
-def _temporary_prefix(path: Path) -> str:
-    return f".{path.name}."
-
-
-def _remove_stale_temporaries(target_dir: Path, paths: list[PurePosixPath]) -> None:
-    """Delete temporary files a killed generate left next to the files it writes."""
-    for path in paths:
-        on_disk = target_dir / path
-        if on_disk.parent.is_dir():
-            for stale in on_disk.parent.glob(f"{_temporary_prefix(on_disk)}*.tmp"):
-                with contextlib.suppress(OSError):
-                    stale.unlink()
-
-
-def _atomic_write(path: Path, content: bytes) -> None:
-    """Write through a temporary file in the same folder and rename it over the target."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
-    except OSError as e:
-        raise Build2CMakeError(f"{path}: cannot write ({e.strerror})") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(content)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise Build2CMakeError(f"{path}: cannot write ({e.strerror})") from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+def _check_parents(folder: ProjectFolder, path: PurePosixPath) -> None:
+    """Refuse before writing anything when a parent of `path` exists but is not a real folder."""
+    for parent in reversed(list(path.parents)[:-1]):
+        info = folder.lstat(parent)
+        if info is None:
+            return
+        if stat.S_ISLNK(info.st_mode):
+            raise Build2CMakeError(
+                f"{folder.path / str(parent)}: is a symlink; generate writes only into real "
+                "folders inside the project (remove the link)"
+            )
+        if not stat.S_ISDIR(info.st_mode):
+            raise Build2CMakeError(
+                f"{folder.path / str(parent)}: is a file, but generate needs a folder there"
+            )

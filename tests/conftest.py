@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.security import scene  # noqa: F401  (the security tests' project + sentinel fixture)
+
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent
 

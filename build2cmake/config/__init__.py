@@ -7,8 +7,6 @@ Every problem of a file is reported in one run (`BuildConfigErrors`).
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,10 +18,8 @@ from build2cmake.config import v1, v2, v3, v4, v5
 from build2cmake.config.schema import KNOWN_DEPENDS, SOURCE_SUFFIXES
 from build2cmake.errors import BuildConfigError
 from build2cmake.model import Project
+from build2cmake.safefs import BUILD_TOML_LIMIT_BYTES, read_regular_file
 
-# A build.toml is a few kilobytes; the limit keeps a hostile file (or /dev/zero) from eating
-# memory and time.
-MAX_BUILD_TOML_BYTES = 1024 * 1024
 
 READERS: Mapping[str, Callable[[Mapping[str, Any], Path], Project]] = {
     v1.FORMAT: v1.read,
@@ -38,30 +34,13 @@ CURRENT_FORMAT = v5.FORMAT
 def read_text(build_toml: Path) -> str:
     """build.toml's text: a regular UTF-8 file of bounded size; every problem is one error."""
     try:
-        fd = os.open(build_toml, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise BuildConfigError(build_toml, "", "file not found") from None
-    except (OSError, ValueError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise BuildConfigError(build_toml, "", f"cannot be opened ({reason})") from None
-    try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
+        if build_toml.is_dir():
             raise BuildConfigError(build_toml, "", "is a directory, expected a build.toml file")
-        if not stat.S_ISREG(info.st_mode):
-            raise BuildConfigError(build_toml, "", "is not a regular file (a FIFO or a device?)")
-        if info.st_size > MAX_BUILD_TOML_BYTES:
-            raise BuildConfigError(
-                build_toml,
-                "",
-                f"is {info.st_size} bytes; a build.toml may have at most "
-                f"{MAX_BUILD_TOML_BYTES} bytes",
-            )
-        data = os.read(fd, MAX_BUILD_TOML_BYTES + 1)
-    except OSError as e:
-        raise BuildConfigError(build_toml, "", f"cannot be read ({e.strerror})") from None
-    finally:
-        os.close(fd)
+        if not build_toml.exists() and not build_toml.is_symlink():
+            raise BuildConfigError(build_toml, "", "file not found")
+    except (OSError, ValueError) as e:
+        raise BuildConfigError(build_toml, "", f"cannot be examined ({e})") from None
+    data = read_regular_file(build_toml, BUILD_TOML_LIMIT_BYTES, "build.toml")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
