@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from build2cmake import __version__, api, doctor, publish
-from build2cmake.errors import Build2CMakeError
+from build2cmake.errors import Build2CMakeError, BuildConfigErrors
 from build2cmake.hub_variants import parse_variants
 from build2cmake.init import DEFAULT_ROCM_ARCHS
 from build2cmake.model import BUILDABLE_BACKENDS
@@ -275,9 +275,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _run(args)
+    except BuildConfigErrors as errors:
+        # Every problem of a build.toml, one error line each.
+        for error in errors.errors:
+            print(f"build2cmake: error: {error}", file=sys.stderr)
+        return 2
     except Build2CMakeError as error:
-        for line in str(error).splitlines() or [""]:
-            print(f"build2cmake: error: {line}", file=sys.stderr)
+        print(f"build2cmake: error: {error}", file=sys.stderr)
         return 2
     except OSError as error:
         # The library turns the OSErrors it expects into Build2CMakeError; this is the net for

@@ -20,7 +20,6 @@ from build2cmake.errors import BuildConfigError
 from build2cmake.model import Project
 from build2cmake.safefs import BUILD_TOML_LIMIT_BYTES, read_regular_file
 
-
 READERS: Mapping[str, Callable[[Mapping[str, Any], Path], Project]] = {
     v1.FORMAT: v1.read,
     v2.FORMAT: v2.read,
