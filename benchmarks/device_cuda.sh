@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One batch on a CUDA machine (the device tool's H100): build kernels/gemm with build2cmake, run
-# its tests, then (MODE, first argument):
-#   final    the benchmark (ours, cuBLAS, DeepGEMM if built), compute-sanitizer's four tools
-#   explore  also every CUTLASS configuration at every shape, ncu profiles, the racecheck
-#            reproduction (benchmarks/racecheck_repro.cu) and racecheck per configuration
+# its tests, then the stages MODE (first argument) names, or $STAGES (space-separated):
+#   final    = bench sanitize: the benchmark (ours, cuBLAS, DeepGEMM with BENCH_ARGS=--deepgemm)
+#              and compute-sanitizer's memcheck, racecheck, synccheck and initcheck
+#   explore  = explore ncu race: every CUTLASS configuration and tile order at every shape, ncu
+#              profiles, the racecheck reproduction (benchmarks/racecheck_repro.cu) and racecheck
+#              per configuration
 # Writes logs and tables under $OUT (at most 8 files come back from the device tool).
 # Run from the repository root; wheels missing there travel in $WHL_DIR (default .whl, not
 # committed):
@@ -35,39 +37,59 @@ cuobjdump --dump-resource-usage "$so" 2>/dev/null | grep -E "Function|REG" | sed
 
 timeout 300 python3 -m pytest -q -p no:cacheprovider -rs /tmp/gemm/tests 2>&1 | tee "$OUT/tests.log" | tail -15
 
-if [ "$MODE" = explore ]; then
-  timeout 240 python3 benchmarks/gemm_cuda.py --explore "$OUT/explore.md" --out "$OUT/RESULTS.md" \
+case "$MODE" in
+  final) STAGES=${STAGES:-"bench sanitize"} ;;
+  explore) STAGES=${STAGES:-"explore ncu race"} ;;
+  *) STAGES=${STAGES:-$MODE} ;;
+esac
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+if has bench; then
+  timeout 240 python3 benchmarks/gemm_cuda.py ${BENCH_ARGS:-} --out "$OUT/RESULTS.md" 2>&1 \
+    | tee "$OUT/bench.log" | tail -16
+fi
+if has explore; then
+  timeout 300 python3 benchmarks/gemm_cuda.py --explore "$OUT/explore.md" --out "$OUT/RESULTS.md" \
     > "$OUT/bench.log" 2>&1
   echo "benchmark: exit $?"; cat "$OUT/explore.md"; tail -16 "$OUT/bench.log"
-  # Where each shape loses: the default choice, one call per shape (b column-major, then
+fi
+if has ncu; then
+  # Where each shape loses: the table's choice, one call per shape (b column-major, then
   # row-major: the second profile of each pair is the transpose kernel + the same GEMM).
   timeout 150 ncu -k regex:"device_kernel|transpose_bytes" \
     --section SpeedOfLight --section LaunchStats --section Occupancy \
     --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     python3 benchmarks/gemm_cuda.py --profile > "$OUT/ncu.log" 2>&1
   echo "ncu: exit $?"
+fi
+if has race; then
   {
     echo "== racecheck reproduction (benchmarks/racecheck_repro.cu)"
     nvcc -gencode arch=compute_90a,code=sm_90a -o /tmp/repro benchmarks/racecheck_repro.cu
     for mode in 0 1 2 3 4; do
-      timeout 60 compute-sanitizer --tool racecheck --racecheck-report hazard /tmp/repro $mode 2>&1 \
-        | grep -E "mode|RACECHECK SUMMARY|ERROR SUMMARY|Error:|Warning:" | head -6
+      timeout 60 compute-sanitizer --tool racecheck --racecheck-report hazard /tmp/repro $mode \
+        > /tmp/repro-$mode.log 2>&1
+      echo "mode $mode: exit $?, $(grep -c 'Potential WAR hazard' /tmp/repro-$mode.log) WAR hazard lines;" \
+        "$(grep -E 'sum ok|wrong|RACECHECK SUMMARY' /tmp/repro-$mode.log | tr '\n' ' ')"
     done
     echo "== racecheck per CUTLASS configuration"
-    for config in coop_128x128_c1x2 coop_128x128_c1x1 pingpong_64x128_c1x1 coop_128x128_c1x2_streamk; do
-      echo "-- $config"
+    for config in ${RACE_CONFIGS:-coop_128x128_c1x2 coop_128x128_c1x1 coop_128x128_c1x1_streamk pingpong_64x128_c1x1}; do
       timeout 90 compute-sanitizer --tool racecheck --racecheck-report hazard \
-        python3 benchmarks/sanitize_gemm.py $config 2>&1 | grep -E "RACECHECK SUMMARY|ERROR SUMMARY|relative error|Error" | sort | uniq -c | head -12
+        python3 benchmarks/sanitize_gemm.py $config > /tmp/race-$config.log 2>&1
+      echo "-- $config: exit $?, $(grep -c 'relative error' /tmp/race-$config.log) checked calls," \
+        "$(grep -c 'Potential WAR hazard' /tmp/race-$config.log) WAR hazard lines;" \
+        "$(grep -E 'RACECHECK SUMMARY' /tmp/race-$config.log | tr '\n' ' ')"
     done
   } > "$OUT/race.log" 2>&1
   cat "$OUT/race.log"
-else
-  timeout 240 python3 benchmarks/gemm_cuda.py ${BENCH_ARGS:-} --out "$OUT/RESULTS.md" 2>&1 \
-    | tee "$OUT/bench.log" | tail -16
+fi
+if has sanitize; then
   for tool in memcheck racecheck synccheck initcheck; do
     timeout 120 compute-sanitizer --tool $tool --error-exitcode 7 \
-      python3 benchmarks/sanitize_gemm.py default mma > "$OUT/sanitizer-$tool.log" 2>&1
-    echo "compute-sanitizer $tool: exit $?"
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|sanitize_gemm: done" "$OUT/sanitizer-$tool.log" | tail -3
+      python3 benchmarks/sanitize_gemm.py default mma > /tmp/sanitizer-$tool.log 2>&1
+    echo "compute-sanitizer $tool: exit $?," \
+      "$(grep -c 'relative error' /tmp/sanitizer-$tool.log) checked calls;" \
+      "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize_gemm: done' /tmp/sanitizer-$tool.log | tr '\n' ' ')"
+    { echo "===== $tool"; cat /tmp/sanitizer-$tool.log; } >> "$OUT/sanitizers.log"
   done
 fi

@@ -52,6 +52,11 @@ SHAPES = [  # M, N, K
     (6144, 7168, 2560),
 ]
 BATCH = 10
+# Tile orders tried with --explore (GEMM_SM90_SWIZZLE, GEMM_SM90_RASTER: 0 heuristic, 1 along M,
+# 2 along N) on a few configurations ("default": the dispatch table's choice).
+ORDERS = [("swizzle 2", 2, 0), ("swizzle 4", 4, 0), ("swizzle 8", 8, 0), ("along M", 1, 1)]
+ORDERS += [("along N", 1, 2), ("swizzle 4 along N", 4, 2)]
+ORDER_CONFIGS = ["default", "coop_128x128_c1x2", "coop_128x128_c1x1"]
 CONFIGS_H = Path(__file__).resolve().parent.parent / "kernels/gemm/gemm_cuda/gemm_sm90_configs.h"
 
 
@@ -242,6 +247,14 @@ def main() -> None:
         "| M x N x K | " + " | ".join(configs) + " |",
         "|---" * (len(configs) + 1) + "|",
     ]
+    order_names = [f"{c} {o[0]}" for c in ORDER_CONFIGS for o in ORDERS]
+    orders = [
+        "",
+        "TFLOP/s per tile order (GEMM_SM90_SWIZZLE, GEMM_SM90_RASTER) and configuration",
+        "",
+        "| M x N x K | " + " | ".join(order_names) + " |",
+        "|---" * (len(order_names) + 1) + "|",
+    ]
     print(header, flush=True)
     for m, n, k in shapes:
         sets = make_sets(m, n, k, seed=m + n + k)
@@ -306,6 +319,20 @@ def main() -> None:
             row = f"| {m} x {n} x {k} | " + " | ".join(cells) + " |"
             explore.append(row)
             print(row, flush=True)
+            cells = []
+            for config in ORDER_CONFIGS:
+                for _, swizzle, raster in ORDERS:
+                    with (
+                        Env("GEMM_SM90_CONFIG", None if config == "default" else config),
+                        Env("GEMM_SM90_SWIZZLE", str(swizzle)),
+                        Env("GEMM_SM90_RASTER", str(raster)),
+                    ):
+                        error = check(ours(x), x, ref)
+                        ms = time_ms([ours(s) for s in sets], args.warmup, args.runs)
+                        cells.append(tflops(m, n, k, ms) + ("" if error < 1e-2 else " BAD"))
+            row = f"| {m} x {n} x {k} | " + " | ".join(cells) + " |"
+            orders.append(row)
+            print(row, flush=True)
         del sets, x, ref
         torch.cuda.empty_cache()
     table = "\n".join(lines) + "\n"
@@ -313,8 +340,8 @@ def main() -> None:
     if args.out:
         Path(args.out).write_text(table)
     if args.explore:
-        Path(args.explore).write_text("\n".join(explore) + "\n")
-        print("\n".join(explore))
+        Path(args.explore).write_text("\n".join(explore + orders) + "\n")
+        print("\n".join(explore + orders))
 
 
 if __name__ == "__main__":

@@ -94,6 +94,10 @@ struct Config {
         hw_info};
     arguments.epilogue.thread.alpha = 1.0f;
     arguments.epilogue.thread.beta = 0.0f;
+    // Tile order: runs of 2^k tiles along the raster direction share operands in L2.
+    arguments.scheduler.max_swizzle_size = p.swizzle;
+    arguments.scheduler.raster_order =
+        static_cast<decltype(arguments.scheduler.raster_order)>(p.raster);
     return arguments;
   }
 

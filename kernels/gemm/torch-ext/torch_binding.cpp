@@ -128,11 +128,24 @@ bool use_sm90() {
   return !(choice != nullptr && std::string(choice) == "mma") && gemm_sm90_available();
 }
 
-// The CUTLASS configuration for this problem: the one GEMM_SM90_CONFIG names (the benchmark
-// times each), else the dispatch table's choice.
-int sm90_config(int64_t m, int64_t n, int64_t k) {
+int env_int(const char* name, int fallback) {
+  const char* text = std::getenv(name);
+  return text != nullptr && *text != '\0' ? std::atoi(text) : fallback;
+}
+
+// The CUTLASS configuration and tile order for this problem: the dispatch table's choice, or what
+// GEMM_SM90_CONFIG / GEMM_SM90_SWIZZLE / GEMM_SM90_RASTER name (the benchmark times each).
+int sm90_config(int64_t m, int64_t n, int64_t k, Sm90Order* order) {
+  int config = gemm_sm90_choose(m, n, k, order);
+  order->swizzle = env_int("GEMM_SM90_SWIZZLE", order->swizzle);
+  order->raster = env_int("GEMM_SM90_RASTER", order->raster);
+  TORCH_CHECK((order->swizzle == 1 || order->swizzle == 2 || order->swizzle == 4 ||
+               order->swizzle == 8) &&
+                  order->raster >= 0 && order->raster <= 2,
+              "gemm: GEMM_SM90_SWIZZLE must be 1, 2, 4 or 8 and GEMM_SM90_RASTER 0, 1 or 2, got ",
+              order->swizzle, " and ", order->raster);
   const char* name = std::getenv("GEMM_SM90_CONFIG");
-  if (name == nullptr || *name == '\0') return gemm_sm90_choose(m, n, k);
+  if (name == nullptr || *name == '\0') return config;
   std::string valid;
   for (int i = 0; i < gemm_sm90_config_count(); ++i) {
     if (std::string(name) == gemm_sm90_config_name(i)) return i;
@@ -216,7 +229,8 @@ void gemm(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
     bt = data<uint8_t>(bt_storage);
   }
   if (sm90) {
-    const int config = sm90_config(m, n, k);
+    Sm90Order order{};
+    const int config = sm90_config(m, n, k, &order);
     // CUTLASS's TMA wants a_scale's rows 16-byte aligned: pad M to a multiple of 4 if needed.
     const int64_t a_scale_ld = (m + 3) / 4 * 4;
     at::Tensor a_scale_operand = a_scale;
@@ -224,12 +238,13 @@ void gemm(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
       a_scale_operand = at::zeros({k / 128, a_scale_ld}, a_scale.options());
       a_scale_operand.narrow(1, 0, m).copy_(a_scale);
     }
-    const size_t workspace_bytes = gemm_sm90_workspace_bytes(config, m, n, k, a_scale_ld);
+    const size_t workspace_bytes =
+        gemm_sm90_workspace_bytes(config, order, m, n, k, a_scale_ld);
     at::Tensor workspace;
     if (workspace_bytes != 0)
       workspace = at::empty({static_cast<int64_t>(workspace_bytes)}, a.options().dtype(at::kByte));
     const cudaError_t status = gemm_sm90_run(
-        config, data<uint16_t>(out), data<uint8_t>(a), bt, data<float>(a_scale_operand),
+        config, order, data<uint16_t>(out), data<uint8_t>(a), bt, data<float>(a_scale_operand),
         a_scale_ld, data<float>(b_scale), m, n, k,
         workspace_bytes != 0 ? workspace.data_ptr() : nullptr, stream);
     TORCH_CHECK(status == cudaSuccess, "gemm: CUDA launch failed (", gemm_sm90_config_name(config),
