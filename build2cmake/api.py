@@ -14,7 +14,8 @@ import tomlkit
 
 from build2cmake import builder
 from build2cmake.builder import BuildReport
-from build2cmake.config import load_project, read_document
+from build2cmake.config import CURRENT_FORMAT, load_project, read_document
+from build2cmake.config.migrate import to_edition5
 from build2cmake.errors import Build2CMakeError, BuildConfigError
 from build2cmake.fileset import (
     MANIFEST_NAME,
@@ -31,7 +32,7 @@ from build2cmake.render import BUILD_DIR, RenderOptions, extension_name, render_
 # and any variant of it (e.g. `-C build-dir=build/cmake-rocm`).
 BUILD_DIR_PATTERNS = (BUILD_DIR + "*",)
 
-_OPS_ID = re.compile(r"^[A-Za-z0-9_]{1,32}$")
+_OPS_ID = re.compile(r"[A-Za-z0-9_]{1,32}")
 
 
 def validate(build_toml: Path) -> Project:
@@ -44,6 +45,28 @@ def default_ops_id(build_toml: Path) -> str:
     return hashlib.sha256(build_toml.read_bytes()).hexdigest()[:10]
 
 
+@dataclass(frozen=True)
+class GenerateReport:
+    """What generate-torch wrote, and what it left out of the build and why."""
+
+    write: WriteReport
+    # Declared backends this build2cmake does not build (metal, xpu, ...).
+    skipped_backends: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def written(self) -> tuple[str, ...]:
+        return self.write.written
+
+    @property
+    def unchanged(self) -> tuple[str, ...]:
+        return self.write.unchanged
+
+    @property
+    def removed(self) -> tuple[str, ...]:
+        return self.write.removed
+
+
 def generate_torch(
     build_toml: Path,
     target_dir: Path | None = None,
@@ -51,26 +74,38 @@ def generate_torch(
     force: bool = False,
     backend: str | None = None,
     ops_id: str | None = None,
-) -> WriteReport:
-    """Write the CMake build, pyproject.toml and torch glue for build.toml into target_dir."""
+) -> GenerateReport:
+    """Write the CMake build, pyproject.toml and torch glue for build.toml into target_dir.
+
+    Backends build.toml declares but this build2cmake cannot build are left out (and named in
+    the report); a project left with none is refused, unless it compiles nothing (noarch).
+    """
     project = load_project(build_toml)
     target = _checked_target(build_toml, target_dir)
-    unsupported = [b for b in project.backends if b not in BUILDABLE_BACKENDS]
-    if unsupported:
+    if project.framework == "tvm-ffi":
+        raise BuildConfigError(
+            build_toml,
+            "[tvm-ffi]",
+            "Apache TVM FFI kernels are read and validated, but this build2cmake builds only "
+            "torch extensions ([torch] or [torch-noarch])",
+        )
+    if project.framework == "torch" and not project.buildable_backends:
         raise BuildConfigError(
             build_toml,
             "[general].backends",
-            f"{unsupported[0]!r} is not supported by this build2cmake "
-            f"(it builds {', '.join(BUILDABLE_BACKENDS)}); remove it to build the others",
+            f"declares {', '.join(project.backends)}, none of which this build2cmake builds "
+            f"(it builds {', '.join(BUILDABLE_BACKENDS)})",
         )
-    if backend is not None and backend not in project.backends:
+    if backend is not None and backend not in project.buildable_backends:
         raise Build2CMakeError(
-            f"--backend {backend}: build.toml declares only {', '.join(project.backends)}"
+            f"--backend {backend}: build.toml declares only "
+            f"{', '.join(project.buildable_backends) or 'no backend'} of the backends "
+            "build2cmake builds"
         )
-    if ops_id is not None and not _OPS_ID.match(ops_id):
+    if ops_id is not None and not _OPS_ID.fullmatch(ops_id):
         raise Build2CMakeError(
-            f"--ops-id {ops_id!r}: use 1 to 32 letters, digits or '_' (it becomes part of the "
-            "torch op namespace)"
+            f"--ops-id {ops_id!r}: use 1 to 32 ASCII letters, digits or '_' (it becomes part "
+            "of the torch op namespace)"
         )
     prefix = os.path.relpath(build_toml.parent.resolve(), target.resolve())
     options = RenderOptions(
@@ -80,7 +115,9 @@ def generate_torch(
         source_prefix="" if prefix == "." else prefix.replace(os.sep, "/") + "/",
     )
     fileset = render_project(project, options)
-    return write_fileset(fileset, target, build_dirs=BUILD_DIR_PATTERNS, force=force)
+    written = write_fileset(fileset, target, build_dirs=BUILD_DIR_PATTERNS, force=force)
+    skipped = project.skipped_backends if project.framework == "torch" else ()
+    return GenerateReport(written, skipped, project.warnings)
 
 
 def build(
@@ -91,7 +128,7 @@ def build(
     defines: tuple[str, ...] = (),
     jobs: int | None = None,
     force: bool = False,
-) -> tuple[WriteReport, BuildReport]:
+) -> tuple[GenerateReport, BuildReport]:
     """generate-torch in the project folder, then compile and write build/<variant>/."""
     report = generate_torch(build_toml, force=force, backend=backend, ops_id=ops_id)
     project = load_project(build_toml)
@@ -185,23 +222,15 @@ def _clean_locked(target: Path, *, dry_run: bool, force: bool) -> CleanReport:
 
 
 def update_build(build_toml: Path) -> bool:
-    """Rewrite an older-format build.toml in the current format, keeping comments.
+    """Rewrite a build.toml of an older format as edition 5, keeping comments.
 
-    Returns False when the file is already current. The older format has no
-    `[general].backends`; the current one lists them.
+    Returns False when the file is already edition 5.
     """
     project = load_project(build_toml)
-    if not project.backends_inferred:
+    if project.source_format == CURRENT_FORMAT:
         return False
     document = read_document(build_toml)
-    general = document["general"]
-    assert isinstance(general, dict)
-    backends = tomlkit.array()
-    backends.extend(project.backends)
-    general["backends"] = backends
-    if general.get("universal") is False:
-        # The current format writes universal only for universal kernels.
-        del general["universal"]
+    to_edition5(document, project, build_toml)
     text = tomlkit.dumps(document)
     tmp = build_toml.with_name(f".{build_toml.name}.update.tmp")
     tmp.write_text(text, "utf-8")

@@ -190,6 +190,29 @@ def compiled_archs(backend: str, library: Path, cmake_archs: Sequence[str]) -> l
     return []
 
 
+def noarch_variant(project: Project, backend: str | None) -> tuple[str, str]:
+    """The variant folder and backend of a kernel with nothing to compile.
+
+    An older `universal = true` kernel is `torch-universal`, which `kernels` loads for any
+    backend; a [torch-noarch] kernel is `torch-<backend>`: the one asked for, else the
+    installed torch's when build.toml declares it, else the first declared.
+    """
+    if project.noarch is not None and project.noarch.universal:
+        chosen = backend or (
+            "cpu" if "cpu" in project.backends or not project.backends else project.backends[0]
+        )
+        return UNIVERSAL_VARIANT, chosen
+    if backend is not None:
+        if backend not in project.backends:
+            raise Build2CMakeError(
+                f"--backend {backend}: build.toml declares {', '.join(project.backends)}"
+            )
+        return f"torch-{backend}", backend
+    installed = installed_torch_backend()
+    chosen = installed if installed in project.backends else project.backends[0]
+    return f"torch-{chosen}", chosen
+
+
 def build(
     project: Project,
     project_dir: Path,
@@ -209,13 +232,14 @@ def build(
         )
     pyext = project.torch.pyext if project.torch is not None else ("py", "pyi")
     if project.universal:
-        variant = UNIVERSAL_VARIANT
+        variant, chosen = noarch_variant(project, backend)
         library = None
-        # metadata.json has no "universal" backend type; the package runs on any of them.
-        chosen = (
-            project.backends[0] if project.backends and "cpu" not in project.backends else "cpu"
-        )
-        metadata = metadata_for(project, extension_for["universal"], chosen, [])
+        archs: list[str] = []
+        if project.noarch is not None and chosen == "cuda":
+            archs = list(project.noarch.cuda_capabilities)
+        elif project.noarch is not None and chosen == "rocm":
+            archs = list(project.noarch.rocm_archs)
+        metadata = metadata_for(project, extension_for["universal"], chosen, archs)
     else:
         if backend is None:
             chosen = installed_torch_backend()

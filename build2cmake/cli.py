@@ -109,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     doc.add_argument("build_toml", type=Path, nargs="?", metavar="BUILD_TOML")
 
     upd = commands.add_parser(
-        "update-build", help="rewrite an older build.toml in the current format, keeping comments"
+        "update-build", help="rewrite an older build.toml as edition 5, keeping comments"
     )
     upd.add_argument("build_toml", type=Path, metavar="BUILD_TOML")
     return parser
@@ -121,17 +121,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args)
     except Build2CMakeError as error:
-        print(f"build2cmake: error: {error}", file=sys.stderr)
+        for line in str(error).splitlines() or [""]:
+            print(f"build2cmake: error: {line}", file=sys.stderr)
         return 2
+
+
+def _print_warnings(warnings: Sequence[str]) -> None:
+    for warning in warnings:
+        print(f"build2cmake: warning: {warning}", file=sys.stderr)
 
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "validate":
         project = api.validate(args.build_toml)
+        _print_warnings(project.warnings)
         kernels = ", ".join(f"{k.name} ({k.backend})" for k in project.kernels) or "none"
         print(
-            f"{args.build_toml}: valid; package {project.package_name}, "
-            f"backends {', '.join(project.backends)}, kernels: {kernels}"
+            f"{args.build_toml}: valid ({project.source_format}, {project.framework}); "
+            f"package {project.package_name}, backends {', '.join(project.backends)}, "
+            f"kernels: {kernels}"
         )
     elif args.command == "generate-torch":
         report = api.generate_torch(
@@ -141,6 +149,12 @@ def _run(args: argparse.Namespace) -> int:
             backend=args.backend,
             ops_id=args.ops_id,
         )
+        _print_warnings(report.warnings)
+        if report.skipped_backends:
+            print(
+                f"skipped backends {', '.join(report.skipped_backends)}: build.toml declares "
+                f"them, but build2cmake builds only {', '.join(BUILDABLE_BACKENDS)}"
+            )
         for name in report.written:
             print(f"wrote {name}")
         for name in report.removed:
@@ -176,7 +190,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0 if diagnosis.ok else 1
     elif args.command == "update-build":
         if api.update_build(args.build_toml):
-            print(f"{args.build_toml}: rewritten in the current format")
+            print(f"{args.build_toml}: rewritten as edition 5")
         else:
-            print(f"{args.build_toml}: already in the current format")
+            print(f"{args.build_toml}: already edition 5")
     return 0

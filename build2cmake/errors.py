@@ -22,3 +22,17 @@ class BuildConfigError(Build2CMakeError):
 
 class WriteRefusedError(Build2CMakeError):
     """Writing or deleting would destroy something the user wrote or edited."""
+
+
+class BuildConfigErrors(BuildConfigError):
+    """Every problem found in one build.toml, reported together (one line each).
+
+    `file`, `key` and `message` are the first problem's, so code that handles one error
+    handles this too.
+    """
+
+    def __init__(self, errors: list[BuildConfigError]) -> None:
+        self.errors = list(errors)
+        first = self.errors[0]
+        Exception.__init__(self, "\n".join(str(e) for e in self.errors))
+        self.file, self.key, self.message = first.file, first.key, first.message

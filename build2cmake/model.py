@@ -1,13 +1,23 @@
-"""The validated, immutable description of a kernel project that every later stage reads."""
+"""The validated, immutable description of a kernel project that every later stage reads.
+
+Every on-disk format of build.toml (v1 ... edition 5, see build2cmake/config/) converts into this
+one model; nothing after config/ knows which format a project was written in, except
+`Project.source_format` for messages and `update-build`.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-# Backends the build.toml format knows about, and those this build2cmake can build.
-KNOWN_BACKENDS = ("cpu", "cuda", "metal", "rocm", "xpu")
+# Backends the build.toml format knows about, and those this build2cmake can build. A project
+# may declare any known backend; generate and build skip the ones it cannot build and say so.
+KNOWN_BACKENDS = ("cann", "cpu", "cuda", "metal", "neuron", "rocm", "tpu", "xpu")
 BUILDABLE_BACKENDS = ("cpu", "cuda", "rocm")
+
+# The framework sections of build.toml: compiled torch ops, pure-Python torch ops (no compiled
+# code: Triton or plain Python), or ops for Apache TVM FFI.
+FRAMEWORKS = ("torch", "torch-noarch", "tvm-ffi")
 
 
 @dataclass(frozen=True)
@@ -24,6 +34,7 @@ class Kernel:
     cuda_flags: tuple[str, ...] = ()
     hip_flags: tuple[str, ...] = ()
     cxx_flags: tuple[str, ...] = ()
+    sycl_flags: tuple[str, ...] = ()
     cuda_minver: str | None = None
 
     @property
@@ -41,6 +52,45 @@ class TorchExtension:
     pyext: tuple[str, ...] = ("py", "pyi")
     minver: str | None = None
     maxver: str | None = None
+    cxx_flags: tuple[str, ...] = ()
+    # (backend, torch version) pairs: build that backend against torch's stable C ABI, for
+    # torch >= version. A backend missing here is built against the regular C++ API.
+    stable_abi: tuple[tuple[str, str], ...] = ()
+
+    def stable_abi_for(self, backend: str) -> str | None:
+        """The stable-ABI torch version `backend` targets, or None for the regular API."""
+        return dict(self.stable_abi).get(backend)
+
+
+@dataclass(frozen=True)
+class Noarch:
+    """`[torch-noarch]`: ops written in Python (e.g. Triton); nothing is compiled."""
+
+    pyext: tuple[str, ...] = ("py", "pyi")
+    cuda_capabilities: tuple[str, ...] = ()
+    rocm_archs: tuple[str, ...] = ()
+    # Written as `universal = true` (v1, v2, build2cmake's v3): one `torch-universal` variant
+    # serves every backend. [torch-noarch] kernels get one `torch-<backend>` variant each.
+    universal: bool = False
+
+
+@dataclass(frozen=True)
+class TvmFfi:
+    """`[tvm-ffi]`: a kernel bound to Apache TVM FFI instead of torch (parsed, not built)."""
+
+    sources: tuple[PurePosixPath, ...]
+    includes: tuple[PurePosixPath, ...] = ()
+    pyext: tuple[str, ...] = ("py", "pyi")
+    cxx_flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class KernelDependency:
+    """Another Hub kernel this one needs at run time: pinned to a version or a git revision."""
+
+    repo_id: str
+    version: int | None = None
+    revision: str | None = None
 
 
 @dataclass(frozen=True)
@@ -51,21 +101,51 @@ class Project:
     backends: tuple[str, ...]
     torch: TorchExtension | None
     kernels: tuple[Kernel, ...]
-    universal: bool = False
+    framework: str = "torch"
+    noarch: Noarch | None = None
+    tvm_ffi: TvmFfi | None = None
     version: int | None = None
     hub_repo_id: str | None = None
+    hub_branch: str | None = None
     python_depends: tuple[str, ...] = ()
+    # Python requirements only one backend needs ([general.<backend>].python-depends).
+    backend_python_depends: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    kernel_depends: tuple[KernelDependency, ...] = ()
+    backend_kernel_depends: tuple[tuple[str, tuple[KernelDependency, ...]], ...] = ()
     license: str | None = None
-    # True when build.toml had no `[general].backends` (the older format).
-    backends_inferred: bool = False
+    upstream: str | None = None
+    source: str | None = None
     cuda_minver: str | None = None
     cuda_maxver: str | None = None
+    # Which format the file was written in: "v1", "v2", "v3", "v4" or "edition 5".
+    source_format: str = "edition 5"
+    # Non-fatal remarks found while reading (duplicate sources, ...), for the CLI to print.
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def package_name(self) -> str:
         """The Python package name: the project name with dashes turned into underscores."""
         return self.name.replace("-", "_")
 
+    @property
+    def universal(self) -> bool:
+        """A kernel with nothing to compile (torch-noarch, the older `universal = true`)."""
+        return self.framework == "torch-noarch"
+
+    @property
+    def buildable_backends(self) -> tuple[str, ...]:
+        """The declared backends this build2cmake can build, in BUILDABLE_BACKENDS order."""
+        return tuple(b for b in BUILDABLE_BACKENDS if b in self.backends)
+
+    @property
+    def skipped_backends(self) -> tuple[str, ...]:
+        """The declared backends this build2cmake cannot build (metal, xpu, ...)."""
+        return tuple(b for b in self.backends if b not in BUILDABLE_BACKENDS)
+
     def kernels_for(self, backend: str) -> tuple[Kernel, ...]:
         """The kernel sections built when `backend` is selected."""
         return tuple(k for k in self.kernels if k.backend == backend)
+
+    def python_depends_for(self, backend: str) -> tuple[str, ...]:
+        """The Python requirements of a build for `backend`: general ones, then the backend's."""
+        return self.python_depends + dict(self.backend_python_depends).get(backend, ())

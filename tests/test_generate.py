@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake.api import clean, generate_torch, update_build
+from build2cmake.api import clean, generate_torch, update_build, validate
 from build2cmake.errors import Build2CMakeError, BuildConfigError, WriteRefusedError
 from build2cmake.fileset import MANIFEST_NAME
 from tests.conftest import run_cli
@@ -23,6 +23,7 @@ GENERATED = [
     "CMakeLists.txt",
     "cmake/build2cmake_cpu.cmake",
     "cmake/build2cmake_cuda.cmake",
+    "cmake/build2cmake_metadata.py",
     "cmake/build2cmake_rocm.cmake",
     "cmake/build2cmake_torch.cmake",
     "pyproject.toml",
@@ -165,17 +166,38 @@ def test_bad_ops_id_and_undeclared_backend_are_user_errors(
     assert not (root / "CMakeLists.txt").exists()
 
 
-def test_metal_parses_but_generate_refuses_it(project: Callable[[str], Path]) -> None:
+def test_backends_build2cmake_cannot_build_are_skipped_and_named(
+    project: Callable[[str], Path],
+) -> None:
     root = project("scale_add")
     text = (
         (root / "build.toml")
         .read_text()
-        .replace('["cpu", "cuda", "rocm"]', '["cpu", "cuda", "rocm", "metal"]')
+        .replace('["cpu", "cuda", "rocm"]', '["cpu", "cuda", "rocm", "metal", "xpu"]')
     )
     (root / "build.toml").write_text(text)
     assert run_cli("validate", root / "build.toml").returncode == 0
-    with pytest.raises(BuildConfigError, match="'metal' is not supported by this build2cmake"):
+    report = generate_torch(root / "build.toml")
+    assert report.skipped_backends == ("metal", "xpu")
+    cmake = (root / "CMakeLists.txt").read_text()
+    assert "set(BUILD2CMAKE_DECLARED_BACKENDS cpu cuda rocm)" in cmake
+    assert not (root / "cmake" / "build2cmake_metal.cmake").exists()
+    result = run_cli("generate-torch", root / "build.toml")
+    assert "skipped backends metal, xpu" in result.stdout
+
+
+def test_a_project_with_only_unbuildable_backends_is_refused(
+    project: Callable[[str], Path],
+) -> None:
+    root = project("scale_add")
+    (root / "k.mm").write_text("")
+    (root / "build.toml").write_text(
+        '[general]\nname = "m"\nbackends = ["metal"]\n[torch]\nsrc = []\n'
+        '[kernel.k]\nbackend = "metal"\ndepends = []\nsrc = ["k.mm"]\n'
+    )
+    with pytest.raises(BuildConfigError, match=r"declares metal, none of which this build2cmake"):
         generate_torch(root / "build.toml")
+    assert not (root / "CMakeLists.txt").exists()
 
 
 def test_generate_into_another_folder_points_back_at_the_sources(
@@ -186,7 +208,7 @@ def test_generate_into_another_folder_points_back_at_the_sources(
     out.mkdir()
     generate_torch(root / "build.toml", out)
     cmake = (out / "CMakeLists.txt").read_text()
-    assert '"../scale_add/hip/scale_add.hip"' in cmake
+    assert "[[../scale_add/hip/scale_add.hip]]" in cmake
     assert (
         'wheel.packages = ["../scale_add/torch-ext/scale_add"]'
         in (out / "pyproject.toml").read_text()
@@ -272,8 +294,9 @@ def test_clean_without_generate_deletes_nothing(project: Callable[[str], Path]) 
 SEED = """\
 # The kernel from the ROCm guide.
 [general]
-name = "scale_add"  # package name
+name = "scale-add"  # package name
 universal = false
+license = "Apache-2.0"
 
 [torch]
 src = ["torch-ext/torch_binding.cpp"]
@@ -294,11 +317,26 @@ def test_update_build_adds_backends_and_keeps_comments(project: Callable[[str], 
     assert result.returncode == 0, result.stderr
     text = path.read_text()
     assert "# The kernel from the ROCm guide." in text
-    assert 'name = "scale_add"  # package name' in text
+    assert 'name = "scale-add"  # package name' in text
     assert 'rocm-archs = ["gfx90a"]  # MI210' in text
     assert 'backends = ["rocm"]' in text
+    assert "edition = 5" in text and "version = 1" in text
     assert "universal" not in text
-    assert update_build(path) is False  # now current
+    assert update_build(path) is False  # now edition 5
+    assert validate(path).source_format == "edition 5"
+
+
+def test_update_build_says_what_edition_5_needs(project: Callable[[str], Path]) -> None:
+    root = project("scale_add")
+    path = root / "build.toml"
+    seed = SEED.replace('license = "Apache-2.0"\n', "").replace('"scale-add"', '"Scale_Add"')
+    path.write_text(seed)
+    result = run_cli("update-build", path)
+    assert result.returncode == 2
+    assert "[general].name: edition 5 needs a kernel name" in result.stderr
+    assert "'scale-add'" in result.stderr
+    assert "[general].license: edition 5 needs the kernel's license" in result.stderr
+    assert path.read_text() == seed  # nothing written
 
 
 def test_every_subcommand_has_help() -> None:

@@ -7,7 +7,7 @@ include_guard(GLOBAL)
 # A kernel for the cpu backend: plain C++ sources.
 function(build2cmake_add_cpu_kernel extension target)
   cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "SOURCES;INCLUDES;DEPENDS;CXX_FLAGS")
-  add_library(${target} OBJECT ${arg_SOURCES})
+  build2cmake_kernel_library(${target} compiled ${arg_SOURCES})
   build2cmake_kernel_common(${extension} ${target}
     DEPENDS ${arg_DEPENDS} INCLUDES ${arg_INCLUDES} CXX_FLAGS ${arg_CXX_FLAGS})
 endfunction()

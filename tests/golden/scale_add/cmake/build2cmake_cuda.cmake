@@ -29,6 +29,10 @@ find_package(CUDAToolkit REQUIRED)
 set(BUILD2CMAKE_BACKEND_VERSION
   "${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR}")
 
+build2cmake_check_bounds("CUDA" "${BUILD2CMAKE_BACKEND_VERSION}"
+  "${BUILD2CMAKE_CUDA_MINVER}" "${BUILD2CMAKE_CUDA_MAXVER}"
+  "[general.cuda] minver" "[general.cuda] maxver")
+
 # The real GPU targets this nvcc can generate code for: sm_80, sm_90a, ...
 execute_process(COMMAND "${CMAKE_CUDA_COMPILER}" --list-gpu-code
   OUTPUT_VARIABLE _b2c_codes ERROR_QUIET RESULT_VARIABLE _b2c_codes_status)
@@ -36,6 +40,8 @@ string(REGEX MATCHALL "sm_[0-9]+[af]?" BUILD2CMAKE_NVCC_SUPPORTED_CODES "${_b2c_
 
 set(BUILD2CMAKE_CUDA_CAPABILITIES "" CACHE STRING
   "Capabilities for cuda kernels without cuda-capabilities (a ;-list, e.g. 8.0;9.0a)")
+option(BUILD2CMAKE_CUDA_CAPABILITIES_OVERRIDE
+  "BUILD2CMAKE_CUDA_CAPABILITIES replaces every kernel's cuda-capabilities" OFF)
 
 # The default for kernels without cuda-capabilities: BUILD2CMAKE_CUDA_CAPABILITIES, else the
 # GPUs torch sees, else a list covering current data-centre and desktop GPUs that nvcc supports.
@@ -66,10 +72,13 @@ if torch.version.cuda and torch.cuda.is_available():
   set(${out} ${defaults} PARENT_SCOPE)
 endfunction()
 
-# Compile definitions torch.utils.cpp_extension passes to nvcc.
-set(BUILD2CMAKE_CUDA_NVCC_FLAGS
-  -D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ -D__CUDA_NO_BFLOAT16_CONVERSIONS__
-  -D__CUDA_NO_HALF2_OPERATORS__ --expt-relaxed-constexpr)
+# nvcc flags as kernel-builder sets them: torch.utils.cpp_extension's --expt-relaxed-constexpr,
+# without its __CUDA_NO_HALF*/__CUDA_NO_BFLOAT16* definitions (kernels written for kernel-builder
+# use half and bfloat16 conversions), plus ENABLE_FP8 (CUDA >= 11.8).
+set(BUILD2CMAKE_CUDA_NVCC_FLAGS --expt-relaxed-constexpr)
+if(CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 11.8)
+  list(APPEND BUILD2CMAKE_CUDA_NVCC_FLAGS -DENABLE_FP8)
+endif()
 
 function(build2cmake_configure_extension_cuda extension)
   target_link_libraries(${extension} PRIVATE CUDA::cudart)
@@ -98,46 +107,78 @@ print(os.path.join(os.path.dirname(cutlass_library.__file__), "source"), end="")
   endif()
 endfunction()
 
+# The capabilities `target` is compiled for: its cuda-capabilities (or the default), replaced
+# by BUILD2CMAKE_CUDA_CAPABILITIES when BUILD2CMAKE_CUDA_CAPABILITIES_OVERRIDE is on, then
+# intersected with what nvcc supports. Each dropped capability is named; none left is an error.
+function(_build2cmake_cuda_capabilities target out)
+  set(capabilities ${ARGN})
+  set(origin "cuda-capabilities")
+  if(BUILD2CMAKE_CUDA_CAPABILITIES AND BUILD2CMAKE_CUDA_CAPABILITIES_OVERRIDE)
+    set(capabilities ${BUILD2CMAKE_CUDA_CAPABILITIES})
+    set(origin "BUILD2CMAKE_CUDA_CAPABILITIES")
+  elseif(NOT capabilities)
+    _build2cmake_default_cuda_capabilities(capabilities)
+    set(origin "default capabilities (no cuda-capabilities)")
+  endif()
+  set(kept)
+  foreach(capability IN LISTS capabilities)
+    string(REGEX MATCH "^([0-9]+)\\.([0-9])([af]?)(\\+PTX)?$" parsed "${capability}")
+    # nvcc lists the base targets only (sm_90, not sm_90a).
+    set(base "sm_${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
+    if(NOT parsed)
+      message(FATAL_ERROR "build2cmake: ${target}: '${capability}' is not a CUDA capability")
+    elseif(BUILD2CMAKE_NVCC_SUPPORTED_CODES AND NOT base IN_LIST BUILD2CMAKE_NVCC_SUPPORTED_CODES)
+      message(STATUS "build2cmake: ${target}: skipping '${capability}' of its ${origin}: "
+        "${CMAKE_CUDA_COMPILER} (CUDA ${CMAKE_CUDA_COMPILER_VERSION}) cannot compile for it")
+    else()
+      list(APPEND kept "${capability}")
+    endif()
+  endforeach()
+  if(NOT kept)
+    list(JOIN capabilities ", " wanted)
+    list(JOIN BUILD2CMAKE_NVCC_SUPPORTED_CODES ", " supported)
+    build2cmake_define_hint(hint BUILD2CMAKE_CUDA_CAPABILITIES "<capabilities>")
+    message(FATAL_ERROR
+      "build2cmake: ${target}: none of its ${origin} (${wanted}) can be compiled by "
+      "${CMAKE_CUDA_COMPILER} (CUDA ${CMAKE_CUDA_COMPILER_VERSION}), which supports: "
+      "${supported}.\nUse another CUDA toolkit (set CUDA_HOME), or build other capabilities "
+      "with ${hint} and -DBUILD2CMAKE_CUDA_CAPABILITIES_OVERRIDE=ON (a ;-list).")
+  endif()
+  set(${out} ${kept} PARENT_SCOPE)
+endfunction()
+
 # A kernel for the cuda backend. Each .cu source gets one -gencode per capability of *this*
-# kernel: SASS for "8.0" or "9.0a", plus PTX for "8.9+PTX".
+# kernel: SASS for "8.0" or "9.0a", plus PTX for "8.9+PTX". With cuda-minver above the toolkit's
+# version the kernel is left out, as kernel-builder does.
 function(build2cmake_add_cuda_kernel extension target)
   cmake_parse_arguments(PARSE_ARGV 2 arg "" "MINVER"
     "CAPABILITIES;SOURCES;INCLUDES;DEPENDS;CXX_FLAGS;CUDA_FLAGS")
   if(arg_MINVER AND CMAKE_CUDA_COMPILER_VERSION VERSION_LESS arg_MINVER)
-    message(FATAL_ERROR "build2cmake: ${target} needs CUDA >= ${arg_MINVER} (cuda-minver); "
-                        "${CMAKE_CUDA_COMPILER} is ${CMAKE_CUDA_COMPILER_VERSION}.")
+    message(STATUS "build2cmake: ${target}: left out: its cuda-minver is ${arg_MINVER} and "
+                   "${CMAKE_CUDA_COMPILER} is CUDA ${CMAKE_CUDA_COMPILER_VERSION}")
+    return()
   endif()
-  if(NOT arg_CAPABILITIES)
-    _build2cmake_default_cuda_capabilities(arg_CAPABILITIES)
-  endif()
+  _build2cmake_cuda_capabilities(${target} capabilities ${arg_CAPABILITIES})
   set(gencode)
-  foreach(capability IN LISTS arg_CAPABILITIES)
+  foreach(capability IN LISTS capabilities)
     string(REGEX MATCH "^([0-9]+)\\.([0-9])([af]?)(\\+PTX)?$" parsed "${capability}")
     set(code "${CMAKE_MATCH_1}${CMAKE_MATCH_2}${CMAKE_MATCH_3}")
-    set(ptx "${CMAKE_MATCH_4}")
-    # nvcc lists the base targets only (sm_90, not sm_90a).
-    set(base "sm_${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
-    if(NOT parsed OR (BUILD2CMAKE_NVCC_SUPPORTED_CODES AND
-                      NOT base IN_LIST BUILD2CMAKE_NVCC_SUPPORTED_CODES))
-      message(FATAL_ERROR
-        "build2cmake: cuda-capabilities of ${target} lists '${capability}', which "
-        "${CMAKE_CUDA_COMPILER} (CUDA ${CMAKE_CUDA_COMPILER_VERSION}) cannot compile for "
-        "(it supports ${BUILD2CMAKE_NVCC_SUPPORTED_CODES}).")
-    endif()
     list(APPEND gencode "-gencode=arch=compute_${code},code=sm_${code}")
-    if(ptx)
+    if(CMAKE_MATCH_4)
       list(APPEND gencode "-gencode=arch=compute_${code},code=compute_${code}")
     endif()
   endforeach()
 
-  add_library(${target} OBJECT ${arg_SOURCES})
+  build2cmake_kernel_library(${target} compiled ${arg_SOURCES})
   build2cmake_kernel_common(${extension} ${target}
     DEPENDS ${arg_DEPENDS} INCLUDES ${arg_INCLUDES} CXX_FLAGS ${arg_CXX_FLAGS})
-  target_compile_options(${target} PRIVATE
-    "$<$<COMPILE_LANGUAGE:CUDA>:${gencode};${BUILD2CMAKE_CUDA_NVCC_FLAGS};${arg_CUDA_FLAGS}>")
-  target_link_libraries(${target} PRIVATE CUDA::cudart)
-  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES OFF
-    CUDA_STANDARD ${BUILD2CMAKE_CXX_STANDARD})
-  set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_GPU_ARCHS ${arg_CAPABILITIES})
-  message(STATUS "build2cmake: ${target} compiles CUDA for ${arg_CAPABILITIES}")
+  if(compiled)
+    target_compile_options(${target} PRIVATE
+      "$<$<COMPILE_LANGUAGE:CUDA>:${gencode};${BUILD2CMAKE_CUDA_NVCC_FLAGS};${arg_CUDA_FLAGS}>")
+    target_link_libraries(${target} PRIVATE CUDA::cudart)
+    set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES OFF
+      CUDA_STANDARD ${BUILD2CMAKE_CXX_STANDARD})
+    set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_GPU_ARCHS ${capabilities})
+    message(STATUS "build2cmake: ${target} compiles CUDA for ${capabilities}")
+  endif()
 endfunction()

@@ -113,13 +113,37 @@ if(NOT BUILD2CMAKE_HIP_SUPPORTED_ARCHS)
   message(WARNING "build2cmake: ${CMAKE_HIP_COMPILER} did not list its supported GPU "
                   "architectures; rocm-archs are not checked before compiling.")
 endif()
+# The compiler may know a processor whose device library the installed ROCm does not ship
+# (Debian 12's clang-15 lists gfx1100, its rocm-device-libs stop at gfx1036): an arch needs its
+# oclc_isa_version_<id>.bc too.
+set(_b2c_bitcode_dirs "${_b2c_rocm_bitcode}" "${_b2c_rocm_root}/amdgcn/bitcode")
+file(GLOB _b2c_llvm_bitcode LIST_DIRECTORIES true
+  "${_b2c_rocm_root}/lib/llvm/lib/clang/*/lib/amdgcn/bitcode"
+  "${_b2c_rocm_root}/llvm/lib/clang/*/lib/amdgcn/bitcode"
+  "/usr/lib/llvm-*/lib/clang/*/amdgcn/bitcode")
+foreach(_b2c_dir IN LISTS _b2c_bitcode_dirs _b2c_llvm_bitcode)
+  file(GLOB _b2c_isa_files "${_b2c_dir}/oclc_isa_version_*.bc")
+  if(_b2c_isa_files AND BUILD2CMAKE_HIP_SUPPORTED_ARCHS)
+    set(_b2c_with_libs)
+    foreach(_b2c_arch IN LISTS BUILD2CMAKE_HIP_SUPPORTED_ARCHS)
+      string(REPLACE "gfx" "" _b2c_id "${_b2c_arch}")
+      if(EXISTS "${_b2c_dir}/oclc_isa_version_${_b2c_id}.bc")
+        list(APPEND _b2c_with_libs "${_b2c_arch}")
+      endif()
+    endforeach()
+    set(BUILD2CMAKE_HIP_SUPPORTED_ARCHS ${_b2c_with_libs})
+    break()
+  endif()
+endforeach()
 
-# Compile definitions torch.utils.cpp_extension uses for ROCm builds, so kernels and bindings see
-# the same torch/HIP configuration as PyTorch's own extensions.
+# Compile definitions for ROCm builds, as kernel-builder sets them: torch.utils.cpp_extension's
+# (__HIP_PLATFORM_AMD__, USE_ROCM, HIPBLAS_V2; for HIP sources CUDA_HAS_FP16 and warp-sync
+# builtins), plus ENABLE_FP8. kernel-builder undoes cpp_extension's __HIP_NO_HALF_OPERATORS__ and
+# __HIP_NO_HALF_CONVERSIONS__ (kernels written for it use half arithmetic), so they are not set.
 set(BUILD2CMAKE_ROCM_DEFINITIONS __HIP_PLATFORM_AMD__=1 USE_ROCM=1 HIPBLAS_V2)
-set(BUILD2CMAKE_ROCM_HIP_DEFINITIONS
-  CUDA_HAS_FP16=1 __HIP_NO_HALF_OPERATORS__=1 __HIP_NO_HALF_CONVERSIONS__=1
-  HIP_ENABLE_WARP_SYNC_BUILTINS=1)
+set(BUILD2CMAKE_ROCM_HIP_DEFINITIONS CUDA_HAS_FP16=1 HIP_ENABLE_WARP_SYNC_BUILTINS=1 ENABLE_FP8)
+# Each kernel's device code is complete in its own object (no relocatable device code).
+set(BUILD2CMAKE_ROCM_HIP_OPTIONS -fno-gpu-rdc)
 
 # Called by build2cmake_add_extension: the bindings include HIP headers and call the HIP runtime.
 function(build2cmake_configure_extension_rocm extension)
@@ -138,47 +162,124 @@ set(BUILD2CMAKE_HIP_JOBS "${_b2c_hip_jobs}" CACHE STRING "HIP compiles run at on
 set_property(GLOBAL APPEND PROPERTY JOB_POOLS build2cmake_hip=${BUILD2CMAKE_HIP_JOBS})
 
 set(BUILD2CMAKE_ROCM_ARCHS "" CACHE STRING
-  "Build only these rocm-archs (a ;-list), e.g. to leave out archs an old ROCm cannot compile")
+  "Build only these rocm-archs (a ;-list); each kernel keeps the intersection with its own list")
+option(BUILD2CMAKE_ROCM_ARCHS_OVERRIDE
+  "BUILD2CMAKE_ROCM_ARCHS replaces every kernel's rocm-archs instead of limiting them" OFF)
+# A kernel without rocm-archs is built for these, as kernel-builder does (as far as the HIP
+# compiler supports them).
+set(BUILD2CMAKE_ROCM_DEFAULT_ARCHS
+  gfx906 gfx908 gfx90a gfx942 gfx950 gfx1030 gfx1100 gfx1101 gfx1200 gfx1201)
 
-# A kernel for the rocm backend. HIP sources (.hip) get one --offload-arch per entry of *this*
-# kernel's rocm-archs, so each kernel carries code objects for its own archs only; .cpp sources
-# are host C++ that may call HIP.
-function(build2cmake_add_rocm_kernel extension target)
-  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "ARCHS;SOURCES;INCLUDES;DEPENDS;CXX_FLAGS;HIP_FLAGS")
-  # BUILD2CMAKE_ROCM_ARCHS limits every kernel to the listed archs (e.g. to skip gfx942 on an
-  # old ROCm); each kernel keeps the intersection with its own list.
-  if(BUILD2CMAKE_ROCM_ARCHS)
+# The archs `target` is compiled for: its rocm-archs (or the default), limited or replaced by
+# BUILD2CMAKE_ROCM_ARCHS, then intersected with what the HIP compiler supports. Each dropped
+# arch is named; no arch left is an error.
+function(_build2cmake_rocm_archs target out)
+  set(archs ${ARGN})
+  set(origin "rocm-archs")
+  if(NOT archs)
+    set(archs ${BUILD2CMAKE_ROCM_DEFAULT_ARCHS})
+    set(origin "the default archs (no rocm-archs)")
+  endif()
+  if(BUILD2CMAKE_ROCM_ARCHS AND BUILD2CMAKE_ROCM_ARCHS_OVERRIDE)
+    set(archs ${BUILD2CMAKE_ROCM_ARCHS})
+    set(origin "BUILD2CMAKE_ROCM_ARCHS")
+  elseif(BUILD2CMAKE_ROCM_ARCHS)
     string(REPLACE ";" "|" keep "${BUILD2CMAKE_ROCM_ARCHS}")
-    list(FILTER arg_ARCHS INCLUDE REGEX "^(${keep})(:.*)?$")
-    if(NOT arg_ARCHS)
+    list(FILTER archs INCLUDE REGEX "^(${keep})(:.*)?$")
+    if(NOT archs)
       message(FATAL_ERROR "build2cmake: BUILD2CMAKE_ROCM_ARCHS=${BUILD2CMAKE_ROCM_ARCHS} leaves "
-                          "${target} with no architecture to compile for.")
+        "${target} with no architecture to compile for (its ${origin}: ${ARGN}).")
     endif()
   endif()
-  if(BUILD2CMAKE_HIP_SUPPORTED_ARCHS)
-    foreach(arch IN LISTS arg_ARCHS)
-      string(REGEX REPLACE ":.*" "" processor "${arch}")
-      if(NOT processor IN_LIST BUILD2CMAKE_HIP_SUPPORTED_ARCHS)
-        message(FATAL_ERROR
-          "build2cmake: rocm-archs of ${target} lists '${arch}', which the HIP compiler "
-          "${CMAKE_HIP_COMPILER} (${CMAKE_HIP_COMPILER_ID} ${CMAKE_HIP_COMPILER_VERSION}) cannot "
-          "compile for. Use a newer ROCm (set ROCM_PATH), or leave '${arch}' out of this build "
-          "with -C cmake.define.BUILD2CMAKE_ROCM_ARCHS=\"<archs>\" (a ;-list).")
-      endif()
-    endforeach()
+  set(kept)
+  foreach(arch IN LISTS archs)
+    string(REGEX REPLACE ":.*" "" processor "${arch}")
+    if(BUILD2CMAKE_HIP_SUPPORTED_ARCHS AND NOT processor IN_LIST BUILD2CMAKE_HIP_SUPPORTED_ARCHS)
+      message(STATUS "build2cmake: ${target}: skipping '${arch}' of its ${origin}: "
+        "${CMAKE_HIP_COMPILER} (${CMAKE_HIP_COMPILER_ID} ${CMAKE_HIP_COMPILER_VERSION}) cannot "
+        "compile for it (or the installed ROCm has no device library for it)")
+    else()
+      list(APPEND kept "${arch}")
+    endif()
+  endforeach()
+  if(NOT kept)
+    list(JOIN archs ", " wanted)
+    list(JOIN BUILD2CMAKE_HIP_SUPPORTED_ARCHS ", " supported)
+    build2cmake_define_hint(hint BUILD2CMAKE_ROCM_ARCHS "<archs>")
+    message(FATAL_ERROR
+      "build2cmake: ${target}: none of its ${origin} (${wanted}) can be compiled by "
+      "${CMAKE_HIP_COMPILER} (${CMAKE_HIP_COMPILER_ID} ${CMAKE_HIP_COMPILER_VERSION}), which "
+      "supports: ${supported}.\nUse a newer ROCm (set ROCM_PATH), or build other archs with "
+      "${hint} and -DBUILD2CMAKE_ROCM_ARCHS_OVERRIDE=ON (a ;-list).")
   endif()
-  list(TRANSFORM arg_ARCHS PREPEND "--offload-arch=" OUTPUT_VARIABLE arch_flags)
+  set(${out} ${kept} PARENT_SCOPE)
+endfunction()
 
-  add_library(${target} OBJECT ${arg_SOURCES})
+# CUDA sources (.cu) of a ROCm kernel are hipified at build time, each into the build folder
+# (never the project), with the project headers it includes; the HIP compiler then compiles the
+# result. A depfile lists every header read, so editing one re-hipifies what includes it, and an
+# unchanged result is not rewritten (nothing recompiles). Sets ${out} to the sources to compile.
+function(_build2cmake_hipify target out)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "SOURCES;INCLUDES")
+  set(root "${CMAKE_BINARY_DIR}/hipified")
+  set(result)
+  foreach(source IN LISTS arg_SOURCES)
+    if(NOT source MATCHES "\\.cu$")
+      list(APPEND result "${source}")
+      continue()
+    endif()
+    file(RELATIVE_PATH relative "${BUILD2CMAKE_PROJECT_DIR}" "${CMAKE_CURRENT_SOURCE_DIR}/${source}")
+    string(REGEX REPLACE "\\.cu$" ".hip" hipified "${root}/${relative}")
+    set(includes)
+    foreach(include IN LISTS arg_INCLUDES BUILD2CMAKE_PROJECT_INCLUDES)
+      file(RELATIVE_PATH rel_include "${BUILD2CMAKE_PROJECT_DIR}"
+        "${CMAKE_CURRENT_SOURCE_DIR}/${include}")
+      list(APPEND includes --include "${rel_include}")
+    endforeach()
+    add_custom_command(
+      OUTPUT "${hipified}"
+      COMMAND "${Python_EXECUTABLE}" "${CMAKE_CURRENT_SOURCE_DIR}/cmake/build2cmake_hipify.py"
+        --project-dir "${BUILD2CMAKE_PROJECT_DIR}" --output-dir "${root}" ${includes}
+        --depfile "${hipified}.d" --output "${hipified}" "${relative}"
+      DEPENDS "${source}" "${CMAKE_CURRENT_SOURCE_DIR}/cmake/build2cmake_hipify.py"
+      DEPFILE "${hipified}.d"
+      COMMENT "Hipifying ${relative}"
+      VERBATIM)
+    list(APPEND result "${hipified}")
+  endforeach()
+  set(${out} ${result} PARENT_SCOPE)
+endfunction()
+
+# A kernel for the rocm backend. HIP sources (.hip, and .cu after hipify) get one --offload-arch
+# per arch of *this* kernel, so each kernel carries code objects for its own archs only; .cpp
+# sources are host C++ that may call HIP; headers are not compiled.
+function(build2cmake_add_rocm_kernel extension target)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "ARCHS;SOURCES;INCLUDES;DEPENDS;CXX_FLAGS;HIP_FLAGS")
+  _build2cmake_rocm_archs(${target} archs ${arg_ARCHS})
+  list(TRANSFORM archs PREPEND "--offload-arch=" OUTPUT_VARIABLE arch_flags)
+  _build2cmake_hipify(${target} sources SOURCES ${arg_SOURCES} INCLUDES ${arg_INCLUDES})
+  set(includes ${arg_INCLUDES})
+  if(NOT sources STREQUAL arg_SOURCES)
+    # Hipified sources include hipified headers first (their mirror folders), then the originals.
+    set(includes)
+    foreach(include IN LISTS arg_INCLUDES)
+      file(RELATIVE_PATH relative "${BUILD2CMAKE_PROJECT_DIR}" "${CMAKE_CURRENT_SOURCE_DIR}/${include}")
+      list(APPEND includes "${CMAKE_BINARY_DIR}/hipified/${relative}")
+    endforeach()
+    list(APPEND includes ${arg_INCLUDES})
+  endif()
+  build2cmake_kernel_library(${target} compiled ${sources})
   build2cmake_kernel_common(${extension} ${target}
-    DEPENDS ${arg_DEPENDS} INCLUDES ${arg_INCLUDES} CXX_FLAGS ${arg_CXX_FLAGS})
-  target_compile_definitions(${target} PRIVATE ${BUILD2CMAKE_ROCM_DEFINITIONS}
-    "$<$<COMPILE_LANGUAGE:HIP>:${BUILD2CMAKE_ROCM_HIP_DEFINITIONS}>")
-  target_compile_options(${target} PRIVATE
-    "$<$<COMPILE_LANGUAGE:HIP>:${arch_flags};${arg_HIP_FLAGS}>")
-  target_link_libraries(${target} PRIVATE hip::host)
-  set_target_properties(${target} PROPERTIES HIP_ARCHITECTURES OFF
-    HIP_STANDARD ${BUILD2CMAKE_CXX_STANDARD} JOB_POOL_COMPILE build2cmake_hip)
-  set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_GPU_ARCHS ${arg_ARCHS})
-  message(STATUS "build2cmake: ${target} compiles HIP for ${arg_ARCHS}")
+    DEPENDS ${arg_DEPENDS} INCLUDES ${includes} CXX_FLAGS ${arg_CXX_FLAGS})
+  if(compiled)
+    target_compile_definitions(${target} PRIVATE ${BUILD2CMAKE_ROCM_DEFINITIONS}
+      "$<$<COMPILE_LANGUAGE:HIP>:${BUILD2CMAKE_ROCM_HIP_DEFINITIONS}>")
+    target_compile_options(${target} PRIVATE
+      "$<$<COMPILE_LANGUAGE:HIP>:${arch_flags};${BUILD2CMAKE_ROCM_HIP_OPTIONS};${arg_HIP_FLAGS}>")
+    target_link_libraries(${target} PRIVATE hip::host)
+    set_target_properties(${target} PROPERTIES HIP_ARCHITECTURES OFF
+      HIP_STANDARD ${BUILD2CMAKE_CXX_STANDARD} JOB_POOL_COMPILE build2cmake_hip)
+    set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_GPU_ARCHS ${archs})
+    message(STATUS "build2cmake: ${target} compiles HIP for ${archs}")
+  endif()
 endfunction()

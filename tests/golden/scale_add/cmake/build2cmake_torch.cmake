@@ -135,6 +135,37 @@ elseif(BUILD2CMAKE_PYTHON_ABI3_SUFFIX STREQUAL "")
     "extension modules (a free-threaded build?); build with a regular CPython >= 3.9.")
 endif()
 
+# How a CMake variable is set from the command the user ran, for messages: pip's
+# -C cmake.define.NAME=VALUE, or -D NAME=VALUE when `build2cmake build` configures.
+set(BUILD2CMAKE_COMMAND_FORM "pip" CACHE STRING "pip or build2cmake: the form messages suggest")
+function(build2cmake_define_hint out name value)
+  if(BUILD2CMAKE_COMMAND_FORM STREQUAL "build2cmake")
+    set(${out} "-D ${name}=${value}" PARENT_SCOPE)
+  else()
+    set(${out} "-C cmake.define.${name}=${value}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+# Stops the configure when `version` of `what` is outside build.toml's bounds. A bound is
+# compared at the precision written: maxver = "2.9" admits 2.9.1, minver = "2.9" refuses 2.8.
+function(build2cmake_check_bounds what version minver maxver minkey maxkey)
+  if(minver AND version VERSION_LESS minver)
+    message(FATAL_ERROR "build2cmake: build.toml's ${minkey} = \"${minver}\", but ${what} is "
+                        "${version}. Install ${what} >= ${minver}, or change ${minkey}.")
+  endif()
+  if(maxver)
+    string(REPLACE "." ";" parts "${maxver}")
+    list(LENGTH parts precision)
+    string(REPLACE "." ";" have "${version}")
+    list(SUBLIST have 0 ${precision} have)
+    list(JOIN have "." truncated)
+    if(truncated VERSION_GREATER maxver)
+      message(FATAL_ERROR "build2cmake: build.toml's ${maxkey} = \"${maxver}\", but ${what} is "
+                          "${version}. Install ${what} ${maxver} or older, or change ${maxkey}.")
+    endif()
+  endif()
+endfunction()
+
 # Sets BUILD2CMAKE_SELECTED_BACKEND: BUILD2CMAKE_BACKEND when the user set it, else DEFAULT when
 # generate was given --backend, else the installed torch's backend. It must be a backend that
 # build.toml declares.
@@ -154,12 +185,19 @@ macro(build2cmake_select_backend)
   endif()
   if(NOT BUILD2CMAKE_SELECTED_BACKEND IN_LIST BUILD2CMAKE_DECLARED_BACKENDS)
     list(JOIN BUILD2CMAKE_DECLARED_BACKENDS ", " _b2c_declared)
+    build2cmake_define_hint(_b2c_hint BUILD2CMAKE_BACKEND "<backend>")
     message(FATAL_ERROR
       "build2cmake: backend '${BUILD2CMAKE_SELECTED_BACKEND}' (from ${_b2c_origin}) is not one "
-      "of the backends build.toml declares: ${_b2c_declared}.\n"
-      "Install a torch built for one of them, or choose one explicitly, e.g.\n"
-      "  pip install --no-build-isolation -e . -C cmake.define.BUILD2CMAKE_BACKEND=<backend>\n"
+      "of the backends of build.toml that build2cmake builds: ${_b2c_declared}.\n"
+      "Install a torch built for one of them, or choose one explicitly with ${_b2c_hint}\n"
       "(a ROCm or CUDA build compiles against a CPU torch; it runs only with a matching torch).")
+  endif()
+  # Every source sees which backend it is built for, as with kernel-builder: CPU_KERNEL,
+  # CUDA_KERNEL (and USE_CUDA=1) or ROCM_KERNEL (and USE_ROCM=1).
+  string(TOUPPER "${BUILD2CMAKE_SELECTED_BACKEND}" _b2c_upper)
+  add_compile_definitions(${_b2c_upper}_KERNEL)
+  if(BUILD2CMAKE_SELECTED_BACKEND STREQUAL "cuda")
+    add_compile_definitions(USE_CUDA=1)
   endif()
   message(STATUS "build2cmake: building the ${BUILD2CMAKE_SELECTED_BACKEND} backend "
                  "(from ${_b2c_origin}); torch ${BUILD2CMAKE_TORCH_VERSION} "
@@ -207,9 +245,31 @@ macro(build2cmake_find_torch)
   endforeach()
 endmacro()
 
+# A backend listed in [torch] stable-abi is compiled against torch's stable C ABI: the extension
+# then loads into any torch >= that version. TORCH_TARGET_VERSION is how torch's headers learn
+# the version (major << 56 | minor << 48); registration.h offers the STABLE_TORCH_LIBRARY macros.
+macro(build2cmake_use_stable_abi)
+  set(BUILD2CMAKE_STABLE_ABI "${BUILD2CMAKE_STABLE_ABI_${BUILD2CMAKE_SELECTED_BACKEND}}")
+  if(BUILD2CMAKE_STABLE_ABI)
+    if(BUILD2CMAKE_TORCH_VERSION VERSION_LESS BUILD2CMAKE_STABLE_ABI)
+      message(FATAL_ERROR "build2cmake: [torch] stable-abi targets torch ${BUILD2CMAKE_STABLE_ABI} "
+        "for ${BUILD2CMAKE_SELECTED_BACKEND}, but the installed torch is "
+        "${BUILD2CMAKE_TORCH_VERSION}; install torch >= ${BUILD2CMAKE_STABLE_ABI}.")
+    endif()
+    string(REPLACE "." ";" _b2c_abi "${BUILD2CMAKE_STABLE_ABI}")
+    list(GET _b2c_abi 0 _b2c_abi_major)
+    list(GET _b2c_abi 1 _b2c_abi_minor)
+    math(EXPR _b2c_abi_hex "(${_b2c_abi_major} << 56) | (${_b2c_abi_minor} << 48)"
+      OUTPUT_FORMAT HEXADECIMAL)
+    add_compile_definitions(TORCH_TARGET_VERSION=${_b2c_abi_hex} BUILD2CMAKE_STABLE_ABI=1)
+    message(STATUS "build2cmake: ${BUILD2CMAKE_SELECTED_BACKEND} uses torch's stable ABI "
+                   "(TORCH_TARGET_VERSION ${BUILD2CMAKE_STABLE_ABI})")
+  endif()
+endmacro()
+
 # The Python extension module that holds the torch bindings and, linked in, every kernel.
 function(build2cmake_add_extension name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "SOURCES;INCLUDES")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "SOURCES;INCLUDES;CXX_FLAGS")
   if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
     # What Python_add_library(USE_SABI 3.9 WITH_SOABI) makes on Linux: a module named
     # <name>.abi3.so, compiled against the limited API, not linked to libpython.
@@ -220,17 +280,22 @@ function(build2cmake_add_extension name)
   else()
     Python_add_library(${name} MODULE USE_SABI 3.9 WITH_SOABI ${arg_SOURCES})
   endif()
-  string(TOUPPER "${BUILD2CMAKE_SELECTED_BACKEND}" backend)
-  target_compile_definitions(${name} PRIVATE
-    TORCH_EXTENSION_NAME=${name}
-    # Bindings guard backend-specific registrations with these, as kernel-builder's do.
-    ${backend}_KERNEL)
+  target_compile_definitions(${name} PRIVATE TORCH_EXTENSION_NAME=${name}
+    # The module records it (registration.h); _ops.py refuses a torch of another release.
+    "BUILD2CMAKE_TORCH_VERSION=\"$<IF:$<BOOL:${BUILD2CMAKE_STABLE_ABI}>,,${BUILD2CMAKE_TORCH_VERSION}>\"")
+  # Editable installs rebuild on import without printing the build log; this one line says
+  # that a rebuild happened (it runs only when the extension is linked again).
+  add_custom_command(TARGET ${name} POST_BUILD
+    COMMAND "${Python_EXECUTABLE}" -c
+      "import sys; sys.stderr.write('build2cmake: rebuilt ${name}\\n')"
+    VERBATIM)
   if(BUILD2CMAKE_TORCH_BACKEND STREQUAL BUILD2CMAKE_SELECTED_BACKEND)
     # torch itself was built for this backend, so bindings may use its GPU runtime API (current
     # stream, device guards); a ROCm or CUDA build compiled against a CPU torch may not.
     target_compile_definitions(${name} PRIVATE BUILD2CMAKE_TORCH_MATCHES_BACKEND=1)
   endif()
-  target_include_directories(${name} PRIVATE ${arg_INCLUDES})
+  target_include_directories(${name} PRIVATE ${arg_INCLUDES} ${BUILD2CMAKE_PROJECT_INCLUDES})
+  target_compile_options(${name} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${arg_CXX_FLAGS}>")
   if(BUILD2CMAKE_LINKER_FLAG)
     target_link_options(${name} PRIVATE
       "$<$<LINK_LANG_AND_ID:CXX,GNU,Clang>:${BUILD2CMAKE_LINKER_FLAG}>")
@@ -246,10 +311,37 @@ function(build2cmake_add_extension name)
   endif()
 endfunction()
 
-# The settings every kernel's object library shares, whatever its backend.
+# A kernel's library: an object library of its compiled sources, or, for a kernel that lists
+# only headers, an interface library that carries its include folders and dependencies to the
+# extension. Sets ${out_sources} to the sources compiled here (none for a header-only kernel).
+function(build2cmake_kernel_library target out_sources)
+  set(compiled ${ARGN})
+  list(FILTER compiled EXCLUDE REGEX "\\.(h|hh|hpp|hxx|cuh|inc|inl|tcc)$")
+  if(compiled)
+    add_library(${target} OBJECT ${compiled})
+  else()
+    add_library(${target} INTERFACE)
+    message(STATUS "build2cmake: ${target} lists only headers; nothing to compile")
+  endif()
+  set(${out_sources} ${compiled} PARENT_SCOPE)
+endfunction()
+
+# The settings every kernel's library shares, whatever its backend.
 function(build2cmake_kernel_common extension target)
   cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "DEPENDS;INCLUDES;CXX_FLAGS")
-  target_include_directories(${target} PRIVATE ${arg_INCLUDES})
+  get_target_property(type ${target} TYPE)
+  if(type STREQUAL "INTERFACE_LIBRARY")
+    # Header-only: its include folders and dependencies reach whoever includes its headers.
+    target_include_directories(${target} INTERFACE ${arg_INCLUDES})
+    foreach(dependency IN LISTS arg_DEPENDS)
+      if(dependency STREQUAL "torch")
+        target_link_libraries(${target} INTERFACE build2cmake::torch)
+      endif()
+    endforeach()
+    target_link_libraries(${extension} PRIVATE ${target})
+    return()
+  endif()
+  target_include_directories(${target} PRIVATE ${arg_INCLUDES} ${BUILD2CMAKE_PROJECT_INCLUDES})
   target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${arg_CXX_FLAGS}>")
   foreach(dependency IN LISTS arg_DEPENDS)
     if(dependency STREQUAL "torch")
@@ -279,6 +371,8 @@ function(build2cmake_write_build_info extension)
   string(JSON json SET "${json}" "backend" "\"${BUILD2CMAKE_SELECTED_BACKEND}\"")
   string(JSON json SET "${json}" "backend_version" "\"${BUILD2CMAKE_BACKEND_VERSION}\"")
   string(JSON json SET "${json}" "torch_version" "\"${BUILD2CMAKE_TORCH_VERSION}\"")
+  # The torch version of the stable ABI this backend targets ("" for the regular C++ API).
+  string(JSON json SET "${json}" "stable_abi" "\"${BUILD2CMAKE_STABLE_ABI}\"")
   # torch's C++ ABI, for the variant name: a pre-C++11-ABI torch says so in TORCH_CXX_FLAGS.
   if(TORCH_CXX_FLAGS MATCHES "_GLIBCXX_USE_CXX11_ABI=0")
     string(JSON json SET "${json}" "torch_cxx11_abi" "false")

@@ -3,26 +3,49 @@
 // Macros a kernel's torch binding uses to register its ops and become an importable module:
 //   TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) { ops.def(...); ops.impl(...); }
 //   REGISTER_EXTENSION(TORCH_EXTENSION_NAME)
+// or, for a backend built against torch's stable ABI ([torch] stable-abi in build.toml),
+//   STABLE_TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) { ... }
 // TORCH_EXTENSION_NAME is set by the generated CMake to _scale_add_<backend>_<ops id>.
 #pragma once
 
 #include <Python.h>
+#if defined(BUILD2CMAKE_STABLE_ABI)
+// The stable ABI's registration API; torch/library.h is the unstable C++ API it replaces.
+#include <torch/csrc/stable/library.h>
+#else
 #include <torch/library.h>
+#endif
 
 #define BUILD2CMAKE_CONCAT_(a, b) a##b
 #define BUILD2CMAKE_CONCAT(a, b) BUILD2CMAKE_CONCAT_(a, b)
 #define BUILD2CMAKE_STRINGIFY_(x) #x
 #define BUILD2CMAKE_STRINGIFY(x) BUILD2CMAKE_STRINGIFY_(x)
+// The names kernel-builder's registration.h offers; some bindings use them directly.
+#define CONCAT(a, b) BUILD2CMAKE_CONCAT(a, b)
+#define STRINGIFY(x) BUILD2CMAKE_STRINGIFY(x)
 
 // TORCH_LIBRARY pastes its first argument as a token; these expand TORCH_EXTENSION_NAME first.
 #define TORCH_LIBRARY_EXPAND(NAME, MODULE) TORCH_LIBRARY(NAME, MODULE)
 #define TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)
+#define STABLE_TORCH_LIBRARY_EXPAND(NAME, MODULE) STABLE_TORCH_LIBRARY(NAME, MODULE)
+#define STABLE_TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) \
+  STABLE_TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)
 
-// An empty Python module: importing it loads the library, whose static initialisers register
-// the ops with torch. Only the limited API is used, so the module is abi3.
-#define REGISTER_EXTENSION(NAME)                                                  \
-  PyMODINIT_FUNC BUILD2CMAKE_CONCAT(PyInit_, NAME)(void) {                        \
-    static struct PyModuleDef module = {                                          \
-        PyModuleDef_HEAD_INIT, BUILD2CMAKE_STRINGIFY(NAME), nullptr, 0, nullptr}; \
-    return PyModule_Create(&module);                                              \
+// A Python module with one attribute, the torch version the library was compiled against
+// (_ops.py compares it with the torch that loads it): importing it loads the library, whose
+// static initialisers register the ops with torch. Only the limited API is used (abi3).
+#ifndef BUILD2CMAKE_TORCH_VERSION
+#define BUILD2CMAKE_TORCH_VERSION ""
+#endif
+#define REGISTER_EXTENSION(NAME)                                                         \
+  PyMODINIT_FUNC BUILD2CMAKE_CONCAT(PyInit_, NAME)(void) {                               \
+    static struct PyModuleDef module = {                                                 \
+        PyModuleDef_HEAD_INIT, BUILD2CMAKE_STRINGIFY(NAME), nullptr, 0, nullptr};        \
+    PyObject* m = PyModule_Create(&module);                                              \
+    if (m != nullptr &&                                                                  \
+        PyModule_AddStringConstant(m, "built_with_torch", BUILD2CMAKE_TORCH_VERSION) < 0) { \
+      Py_DECREF(m);                                                                      \
+      return nullptr;                                                                    \
+    }                                                                                    \
+    return m;                                                                            \
   }

@@ -36,16 +36,39 @@ def _load_extension() -> str:
     _make_cxx_runtime_global()
     for name in _EXTENSIONS:
         try:
-            importlib.import_module(f"{__package__}.{name}")
+            module = importlib.import_module(f"{__package__}.{name}")
         except ModuleNotFoundError as error:
             if error.name != f"{__package__}.{name}":
                 raise
             continue
+        except ImportError as error:
+            if "undefined symbol" in str(error):
+                raise ImportError(
+                    f"{__package__}: {name} does not fit the installed torch "
+                    f"{torch.__version__} ({error}); it was probably compiled against another "
+                    "torch release: rebuild it with this one"
+                ) from error
+            raise
+        _check_torch(name, getattr(module, "built_with_torch", ""))
         return name
     raise ImportError(
         f"{__package__}: no compiled extension found (looked for {', '.join(_EXTENSIONS)}); "
         "build it with: pip install --no-build-isolation -e <the kernel project>"
     )
+
+
+def _check_torch(name: str, built_with: str) -> None:
+    # torch's C++ ABI changes between minor releases: an extension compiled against 2.13 that
+    # 2.15 happens to load can crash or compute garbage later. (Stable-ABI builds record no
+    # version: they load into any newer torch.)
+    running = torch.__version__.split("+")[0]
+    if built_with and built_with.split(".")[:2] != running.split(".")[:2]:
+        raise ImportError(
+            f"{__package__}: {name} was compiled against torch {built_with}, but torch "
+            f"{running} is installed; rebuild it (pip install --no-build-isolation -e "
+            "<the kernel project>) or install torch "
+            + ".".join(built_with.split(".")[:2])
+        )
 
 
 _NAMESPACE = _load_extension()

@@ -1,0 +1,144 @@
+"""Read build.toml in any format kernel-builder has used and validate it into one `Project`.
+
+One reader per format (v1.py ... v5.py), each a set of key tables plus a small conversion into
+the model; `detect_format` picks the reader; `migrate.py` rewrites older files as edition 5.
+Every problem of a file is reported in one run (`BuildConfigErrors`).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+import tomlkit.exceptions
+
+from build2cmake.config import v1, v2, v3, v4, v5
+from build2cmake.config.schema import KNOWN_DEPENDS, SOURCE_SUFFIXES
+from build2cmake.errors import BuildConfigError
+from build2cmake.model import Project
+
+# A build.toml is a few kilobytes; the limit keeps a hostile file (or /dev/zero) from eating
+# memory and time.
+MAX_BUILD_TOML_BYTES = 1024 * 1024
+
+READERS: Mapping[str, Callable[[Mapping[str, Any], Path], Project]] = {
+    v1.FORMAT: v1.read,
+    v2.FORMAT: v2.read,
+    v3.FORMAT: v3.read,
+    v4.FORMAT: v4.read,
+    v5.FORMAT: v5.read,
+}
+CURRENT_FORMAT = v5.FORMAT
+
+
+def read_text(build_toml: Path) -> str:
+    """build.toml's text: a regular UTF-8 file of bounded size; every problem is one error."""
+    try:
+        fd = os.open(build_toml, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise BuildConfigError(build_toml, "", "file not found") from None
+    except (OSError, ValueError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise BuildConfigError(build_toml, "", f"cannot be opened ({reason})") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise BuildConfigError(build_toml, "", "is a directory, expected a build.toml file")
+        if not stat.S_ISREG(info.st_mode):
+            raise BuildConfigError(build_toml, "", "is not a regular file (a FIFO or a device?)")
+        if info.st_size > MAX_BUILD_TOML_BYTES:
+            raise BuildConfigError(
+                build_toml,
+                "",
+                f"is {info.st_size} bytes; a build.toml may have at most "
+                f"{MAX_BUILD_TOML_BYTES} bytes",
+            )
+        data = os.read(fd, MAX_BUILD_TOML_BYTES + 1)
+    except OSError as e:
+        raise BuildConfigError(build_toml, "", f"cannot be read ({e.strerror})") from None
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BuildConfigError(build_toml, "", f"is not UTF-8 text ({e.reason})") from None
+
+
+def read_document(build_toml: Path) -> tomlkit.TOMLDocument:
+    """Parse build.toml with tomlkit (which keeps comments, for update-build)."""
+    text = read_text(build_toml)
+    try:
+        return tomlkit.parse(text)
+    except tomlkit.exceptions.TOMLKitError as e:
+        raise BuildConfigError(build_toml, "", f"invalid TOML: {e}") from None
+    except (ValueError, RecursionError) as e:
+        # tomlkit lets a few malformed values (huge dates, very deep nesting) escape as these.
+        raise BuildConfigError(build_toml, "", f"invalid TOML: {e}") from None
+
+
+def detect_format(data: Mapping[str, Any], build_toml: Path) -> str:
+    """Which format a document is in: `edition = 5`, else recognised by its keys."""
+    general = data.get("general")
+    if isinstance(general, Mapping) and "edition" in general:
+        edition = general["edition"]
+        if not isinstance(edition, int) or isinstance(edition, bool):
+            raise BuildConfigError(
+                build_toml, "[general].edition", f"expected an integer, got {edition!r}"
+            )
+        if edition == 5:
+            return v5.FORMAT
+        hint = (
+            " (edition 4 files carry no edition key: remove it, or write edition = 5)"
+            if edition == 4
+            else ""
+        )
+        raise BuildConfigError(
+            build_toml,
+            "[general].edition",
+            f"edition {edition} is not one this build2cmake reads; it reads edition 5 and "
+            f"the older files without an edition (v1 to v4){hint}",
+        )
+    kernels = data.get("kernel")
+    torch = data.get("torch")
+    if isinstance(kernels, Mapping) and any(
+        isinstance(k, Mapping) and ("language" in k or "backend" not in k) for k in kernels.values()
+    ):
+        return v1.FORMAT
+    if isinstance(torch, Mapping) and "universal" in torch:
+        return v1.FORMAT
+    if not isinstance(general, Mapping) or "backends" not in general:
+        return v2.FORMAT
+    if (
+        "torch-noarch" in data
+        or (isinstance(torch, Mapping) and ("cxx-flags" in torch or "stable-abi" in torch))
+        or "source" in general
+    ):
+        return v4.FORMAT
+    return v3.FORMAT
+
+
+def load_project(build_toml: Path) -> Project:
+    """Read and validate build.toml; the project folder is the folder holding it."""
+    document = read_document(build_toml)
+    return parse_project(document.unwrap(), build_toml)
+
+
+def parse_project(data: Mapping[str, Any], build_toml: Path) -> Project:
+    """Validate already-parsed build.toml data into a Project, checking paths on disk."""
+    return READERS[detect_format(data, build_toml)](data, build_toml)
+
+
+__all__ = [
+    "CURRENT_FORMAT",
+    "KNOWN_DEPENDS",
+    "SOURCE_SUFFIXES",
+    "detect_format",
+    "load_project",
+    "parse_project",
+    "read_document",
+    "read_text",
+]
