@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One batch on a CUDA machine (the device tool's H100): build kernels/gemm with build2cmake, run
 # its tests, then the stages MODE (first argument) names, or $STAGES (space-separated):
-#   final    = bench sanitize: the benchmark (ours, cuBLAS, DeepGEMM with BENCH_ARGS=--deepgemm)
-#              and compute-sanitizer's memcheck, racecheck, synccheck and initcheck
+#   final    = sanitize bench: compute-sanitizer's memcheck, racecheck, synccheck and initcheck,
+#              then the benchmark (ours, cuBLAS, and DeepGEMM when DEEPGEMM names its source)
 #   explore  = explore ncu race: every CUTLASS configuration and tile order at every shape, ncu
 #              profiles, the racecheck reproduction (benchmarks/racecheck_repro.cu) and racecheck
 #              per configuration
@@ -24,6 +24,23 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --
 python3 -c "import torch, scikit_build_core, cmake; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'skbuild-core', scikit_build_core.__version__)"
 nvcc --version | tail -1
 
+# DeepGEMM (DEEPGEMM=path to kernels-community's deep-gemm) builds in the background meanwhile,
+# then compiles (its JIT) the kernel of every benchmark shape once; the benchmark times it.
+if [ -n "${DEEPGEMM:-}" ]; then
+  export DG_CUTLASS_INCLUDE=/tmp/site/cutlass_library/source/include
+  (
+    set -e
+    rm -rf /tmp/deep-gemm && cp -r "$DEEPGEMM" /tmp/deep-gemm && rm -rf /tmp/deep-gemm/build
+    python3 -m build2cmake generate-torch /tmp/deep-gemm/build.toml
+    start=$SECONDS
+    CMAKE_BUILD_PARALLEL_LEVEL=8 python3 -m pip install -q --no-build-isolation --no-deps \
+      -e /tmp/deep-gemm
+    echo "DeepGEMM cold build: $((SECONDS - start)) s"
+    python3 benchmarks/gemm_cuda.py --deepgemm-warmup
+  ) > "$OUT/deepgemm.log" 2>&1 &
+  deepgemm_pid=$!
+fi
+
 rm -rf /tmp/gemm && cp -r kernels/gemm /tmp/gemm && rm -rf /tmp/gemm/build
 python3 -m build2cmake generate-torch /tmp/gemm/build.toml || exit 1
 start=$SECONDS
@@ -44,7 +61,22 @@ case "$MODE" in
 esac
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
+if has sanitize; then
+  for tool in memcheck racecheck synccheck initcheck; do
+    timeout 120 compute-sanitizer --tool $tool --error-exitcode 7 \
+      python3 benchmarks/sanitize_gemm.py default mma > /tmp/sanitizer-$tool.log 2>&1
+    echo "compute-sanitizer $tool: exit $?," \
+      "$(grep -c 'relative error' /tmp/sanitizer-$tool.log) checked calls;" \
+      "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize_gemm: done' /tmp/sanitizer-$tool.log | tr '\n' ' ')"
+    { echo "===== $tool"; cat /tmp/sanitizer-$tool.log; } >> "$OUT/sanitizers.log"
+  done
+fi
 if has bench; then
+  if [ -n "${deepgemm_pid:-}" ]; then
+    for _ in $(seq 1 "${DEEPGEMM_WAIT:-240}"); do kill -0 "$deepgemm_pid" 2>/dev/null || break; sleep 1; done
+    echo "== DeepGEMM build and warm-up:"; tail -15 "$OUT/deepgemm.log"
+    BENCH_ARGS="${BENCH_ARGS:-} --deepgemm"
+  fi
   timeout 240 python3 benchmarks/gemm_cuda.py ${BENCH_ARGS:-} --out "$OUT/RESULTS.md" 2>&1 \
     | tee "$OUT/bench.log" | tail -16
 fi
@@ -82,14 +114,4 @@ if has race; then
     done
   } > "$OUT/race.log" 2>&1
   cat "$OUT/race.log"
-fi
-if has sanitize; then
-  for tool in memcheck racecheck synccheck initcheck; do
-    timeout 120 compute-sanitizer --tool $tool --error-exitcode 7 \
-      python3 benchmarks/sanitize_gemm.py default mma > /tmp/sanitizer-$tool.log 2>&1
-    echo "compute-sanitizer $tool: exit $?," \
-      "$(grep -c 'relative error' /tmp/sanitizer-$tool.log) checked calls;" \
-      "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize_gemm: done' /tmp/sanitizer-$tool.log | tr '\n' ' ')"
-    { echo "===== $tool"; cat /tmp/sanitizer-$tool.log; } >> "$OUT/sanitizers.log"
-  done
 fi

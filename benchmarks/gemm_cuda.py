@@ -29,6 +29,7 @@ import os
 import re
 import statistics
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -118,18 +119,19 @@ def cublas(x: Inputs) -> Callable[[], torch.Tensor]:
 
 
 def deepgemm(x: Inputs) -> Callable[[], object] | str:
-    """DeepGEMM's fp8_gemm_nt on the same operands (its a scale: (M, K/128) M-major, aligned)."""
+    """DeepGEMM's fp8_gemm_nt on the same operands and scale layout, or why it cannot run.
+
+    Its a scale is (M, K/128) M-major (our a_scale.t(), read as it is), its b scale (N/128,
+    K/128) K-major (our b_scale transposed: a copy made here, before timing), b is w (N, K).
+    """
     try:
         import deep_gemm  # type: ignore[import-not-found]
     except ImportError as error:
         return f"not importable: {error}"
     w = x.b_col.t()  # (N, K) row-major: DeepGEMM's "nt" B operand
     a_scale = x.a_scale.t()  # (M, K/128), M contiguous
-    b_scale = x.b_scale.t().repeat_interleave(1, dim=0).contiguous()  # (N/128, K/128)
-    fn = getattr(deep_gemm, "fp8_gemm_nt", None) or getattr(deep_gemm, "gemm_fp8_fp8_bf16_nt", None)
-    if fn is None:
-        return "no fp8_gemm_nt in deep_gemm"
-    return lambda: fn((x.a, a_scale), (w, b_scale), x.out)
+    b_scale = x.b_scale.t().contiguous()  # (N/128, K/128), K/128 contiguous
+    return lambda: deep_gemm.fp8_gemm_nt((x.a, a_scale), (w, b_scale), x.out)
 
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -151,7 +153,8 @@ def driver_version() -> str:
         return "unknown"
 
 
-def time_ms(calls: list[Callable[[], object]], warmup: int, runs: int) -> float:
+def batches_ms(calls: list[Callable[[], object]], warmup: int, runs: int) -> list[float]:
+    """Milliseconds per call of `runs` batches of BATCH calls, after `warmup` calls."""
     for i in range(warmup):
         calls[i % len(calls)]()
     times = []
@@ -163,7 +166,23 @@ def time_ms(calls: list[Callable[[], object]], warmup: int, runs: int) -> float:
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) / BATCH)
-    return statistics.median(times)
+    return times
+
+
+def time_ms(calls: list[Callable[[], object]], warmup: int, runs: int) -> float:
+    return statistics.median(batches_ms(calls, warmup, runs))
+
+
+def time_interleaved(
+    variants: dict[str, list[Callable[[], object]]], warmup: int, runs: int, rounds: int = 3
+) -> dict[str, float]:
+    """Median per call of each variant, timed in `rounds` alternating rounds so that a drift of
+    the GPU's clock during the measurement falls on every variant alike."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, calls in variants.items():
+            times[name] += batches_ms(calls, warmup, max(1, runs // rounds))
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 class Env:
@@ -190,6 +209,24 @@ def ratio(times: dict[str, float], other: str) -> str:
     return f"{times[other] / times['ours']:.2f}" if other in times else "-"
 
 
+def row_text(
+    m: int,
+    n: int,
+    k: int,
+    errors: dict[str, float],
+    text: dict[str, str],
+    times: dict[str, float],
+    columns: list[str],
+) -> str:
+    """One shape's row of the results table."""
+    return (
+        f"| {m} x {n} x {k} | {errors['ours']:.2e}, {errors['mma']:.2e} | "
+        + " | ".join(text.get(c, "-") for c in columns)
+        + "".join(f" | {ratio(times, c)}" for c in ("cuBLAS", "DeepGEMM", "deq+bf16"))
+        + " |"
+    )
+
+
 def tflops(m: int, n: int, k: int, ms: float) -> str:
     return f"{2 * m * n * k / ms / 1e9:.0f}"
 
@@ -201,6 +238,10 @@ def main() -> None:
     parser.add_argument("--out", help="write the table (Markdown) to this file")
     parser.add_argument("--explore", help="time every CUTLASS configuration; write the matrix here")
     parser.add_argument("--deepgemm", action="store_true", help="time DeepGEMM too")
+    parser.add_argument(
+        "--deepgemm-warmup", action="store_true", help="only call DeepGEMM once per shape "
+        "(its JIT compiles a kernel per shape; the compiled kernels are cached on disk)"
+    )  # fmt: skip
     parser.add_argument("--shapes", help="M,N,K;M,N,K;... instead of the built-in list")
     parser.add_argument(
         "--profile", action="store_true", help="only call ours once per shape (b column-major, "
@@ -212,6 +253,16 @@ def main() -> None:
     if args.shapes:
         shapes = [tuple(int(v) for v in s.split(",")) for s in args.shapes.split(";")]
 
+    if args.deepgemm_warmup:
+        for m, n, k in shapes:
+            started = time.monotonic()
+            call = deepgemm(Inputs(m, n, k, seed=0))
+            result = call() if callable(call) else call
+            torch.cuda.synchronize()
+            print(
+                f"DeepGEMM {m} x {n} x {k}: {time.monotonic() - started:.1f} s {result}", flush=True
+            )
+        return
     if args.profile:
         for m, n, k in shapes:
             x = Inputs(m, n, k, seed=m + n + k)
@@ -260,22 +311,20 @@ def main() -> None:
         sets = make_sets(m, n, k, seed=m + n + k)
         x = sets[0]
         ref = reference(x.a, x.b_row, x.a_scale, x.b_scale)
-        errors = {}
+        errors: dict[str, float] = {}
+        text: dict[str, str] = {}
+        # ours, cuBLAS and DeepGEMM are timed interleaved (time_interleaved); the rest alone.
+        rivals: dict[str, list[Callable[[], object]]] = {"ours": [ours(s) for s in sets]}
         with Env("GEMM_SM90_CONFIG", None):
             errors["ours"] = check(ours(x), x, ref)
             errors["ours rm"] = check(ours(x, row_major=True), x, ref)
-            times = {
-                "ours": time_ms([ours(s) for s in sets], args.warmup, args.runs),
-                "ours rm": time_ms([ours(s, True) for s in sets], args.warmup, args.runs),
-            }
+            times = {"ours rm": time_ms([ours(s, True) for s in sets], args.warmup, args.runs)}
             with Env("GEMM_CUDA_KERNEL", "mma"):
                 errors["mma"] = check(ours(x), x, ref)
                 times["mma"] = time_ms([ours(s) for s in sets], args.warmup, args.runs)
-        text = {c: tflops(m, n, k, t) for c, t in times.items()}
         try:
             errors["cuBLAS"] = check(cublas(x), x, ref)
-            times["cuBLAS"] = time_ms([cublas(s) for s in sets], args.warmup, args.runs)
-            text["cuBLAS"] = tflops(m, n, k, times["cuBLAS"])
+            rivals["cuBLAS"] = [cublas(s) for s in sets]
         except (RuntimeError, ValueError) as error:
             text["cuBLAS"] = "refused: " + str(error).splitlines()[0][:100]
         if args.deepgemm:
@@ -283,25 +332,27 @@ def main() -> None:
             if callable(probe):
                 try:
                     errors["DeepGEMM"] = check(probe, x, ref)
-                    calls = [deepgemm(s) for s in sets]
-                    times["DeepGEMM"] = time_ms(calls, args.warmup, args.runs)  # type: ignore[arg-type]
-                    text["DeepGEMM"] = tflops(m, n, k, times["DeepGEMM"])
+                    rivals["DeepGEMM"] = [deepgemm(s) for s in sets]  # type: ignore[misc]
                 except (RuntimeError, ValueError, TypeError, AssertionError) as error:
                     text["DeepGEMM"] = "failed: " + str(error).splitlines()[0][:100]
             else:
                 text["DeepGEMM"] = probe
+        with Env("GEMM_SM90_CONFIG", None):
+            times.update(time_interleaved(rivals, args.warmup, args.runs))
+        text.update({c: tflops(m, n, k, t) for c, t in times.items()})
         times["deq+bf16"] = time_ms([dequantised_bf16(s) for s in sets], 3, max(5, args.runs // 3))
         text["deq+bf16"] = tflops(m, n, k, times["deq+bf16"])
-
-        row = (
-            f"| {m} x {n} x {k} | {errors['ours']:.2e}, {errors['mma']:.2e} | "
-            + " | ".join(text.get(c, "-") for c in columns)
-            + "".join(f" | {ratio(times, c)}" for c in ("cuBLAS", "DeepGEMM", "deq+bf16"))
-            + " |"
-        )
+        for rival in ("cuBLAS", "DeepGEMM"):  # a rival that computes something else has no rate
+            if rival in times and not errors[rival] < 1e-2:
+                text[rival] = f"wrong: relative error {errors[rival]:.1e}"
+                del times[rival]
+        row = row_text(m, n, k, errors, text, times, columns)
         lines.append(row)
+        # The table so far, after every shape: a run cut short keeps what it measured.
+        if args.out:
+            Path(args.out).write_text("\n".join(lines) + "\n")
         print(row, "errors:", {c: f"{e:.2e}" for c, e in errors.items()}, flush=True)
-        bad = {c: e for c, e in errors.items() if not e < 1e-2}
+        bad = {c: e for c, e in errors.items() if c.startswith(("ours", "mma")) and not e < 1e-2}
         assert not bad, f"wrong results at {m}x{n}x{k}: {bad}"
 
         if configs:
@@ -335,10 +386,7 @@ def main() -> None:
             print(row, flush=True)
         del sets, x, ref
         torch.cuda.empty_cache()
-    table = "\n".join(lines) + "\n"
-    print(table)
-    if args.out:
-        Path(args.out).write_text(table)
+    print("\n".join(lines))
     if args.explore:
         Path(args.explore).write_text("\n".join(explore + orders) + "\n")
         print("\n".join(explore + orders))
