@@ -173,6 +173,18 @@ def time_ms(calls: list[Callable[[], object]], warmup: int, runs: int) -> float:
     return statistics.median(batches_ms(calls, warmup, runs))
 
 
+def host_us(calls: list[Callable[[], object]], count: int = 50) -> float:
+    """Microseconds the CPU spends per call (launches only; the GPU runs behind): when this
+    approaches the GPU time per call, the GPU waits for the host."""
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for i in range(count):
+        calls[i % len(calls)]()
+    spent = time.perf_counter() - started
+    torch.cuda.synchronize()
+    return spent / count * 1e6
+
+
 def time_interleaved(
     variants: dict[str, list[Callable[[], object]]], warmup: int, runs: int, rounds: int = 3
 ) -> dict[str, float]:
@@ -306,6 +318,13 @@ def main() -> None:
         "| M x N x K | " + " | ".join(order_names) + " |",
         "|---" * (len(order_names) + 1) + "|",
     ]
+    host_lines = [
+        "",
+        "Time per call / CPU time per call (µs): the GPU waits for the host where they meet",
+        "",
+        "| M x N x K | ours | cuBLAS | DeepGEMM (where run) |",
+        "|---|---|---|---|",
+    ]
     print(header, flush=True)
     for m, n, k in shapes:
         sets = make_sets(m, n, k, seed=m + n + k)
@@ -340,6 +359,16 @@ def main() -> None:
         with Env("GEMM_SM90_CONFIG", None):
             times.update(time_interleaved(rivals, args.warmup, args.runs))
         text.update({c: tflops(m, n, k, t) for c, t in times.items()})
+        with Env("GEMM_SM90_CONFIG", None):
+            launch = {name: host_us(calls) for name, calls in rivals.items()}
+        host_lines.append(
+            f"| {m} x {n} x {k} | "
+            + " | ".join(
+                f"{times[c] * 1e3:.1f} / {launch[c]:.1f}" if c in launch else "-"
+                for c in ("ours", "cuBLAS", "DeepGEMM")
+            )
+            + " |"
+        )
         times["deq+bf16"] = time_ms([dequantised_bf16(s) for s in sets], 3, max(5, args.runs // 3))
         text["deq+bf16"] = tflops(m, n, k, times["deq+bf16"])
         for rival in ("cuBLAS", "DeepGEMM"):  # a rival that computes something else has no rate
@@ -350,8 +379,9 @@ def main() -> None:
         lines.append(row)
         # The table so far, after every shape: a run cut short keeps what it measured.
         if args.out:
-            Path(args.out).write_text("\n".join(lines) + "\n")
+            Path(args.out).write_text("\n".join(lines + host_lines) + "\n")
         print(row, "errors:", {c: f"{e:.2e}" for c, e in errors.items()}, flush=True)
+
         bad = {c: e for c, e in errors.items() if c.startswith(("ours", "mma")) and not e < 1e-2}
         assert not bad, f"wrong results at {m}x{n}x{k}: {bad}"
 
@@ -386,7 +416,7 @@ def main() -> None:
             print(row, flush=True)
         del sets, x, ref
         torch.cuda.empty_cache()
-    print("\n".join(lines))
+    print("\n".join(lines + host_lines))
     if args.explore:
         Path(args.explore).write_text("\n".join(explore + orders) + "\n")
         print("\n".join(explore + orders))
