@@ -1,44 +1,121 @@
 #!/usr/bin/env bash
-# One batch on a CUDA machine (the device tool's H100): build kernels/gemm with build2cmake,
-# run its tests, the benchmark and compute-sanitizer. Writes logs and RESULTS.md under $OUT.
-# Run from the repository root; wheels missing there travel in .whl/ (not committed):
+# One batch on a CUDA machine (the device tool's H100): build kernels/gemm with build2cmake, run
+# its tests, then the stages MODE (first argument) names, or $STAGES (space-separated):
+#   final    = sanitize bench: compute-sanitizer's memcheck, racecheck, synccheck and initcheck,
+#              then the benchmark (ours, cuBLAS, and DeepGEMM when DEEPGEMM names its source)
+#   explore  = explore ncu race: every CUTLASS configuration and tile order at every shape, ncu
+#              profiles, the racecheck reproduction (benchmarks/racecheck_repro.cu) and racecheck
+#              per configuration
+# Writes logs and tables under $OUT (at most 8 files come back from the device tool).
+# Run from the repository root; wheels missing there travel in $WHL_DIR (default .whl, not
+# committed):
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     -d .whl tomlkit==0.15.2 nvidia-cutlass==4.2.0.0
 set -uo pipefail
+MODE=${1:-final}
 OUT=${OUT:-/tmp/out}
+WHL_DIR=${WHL_DIR:-.whl}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PIP_ROOT_USER_ACTION=ignore
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
+  --target /tmp/site "$WHL_DIR"/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader
 python3 -c "import torch, scikit_build_core, cmake; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'skbuild-core', scikit_build_core.__version__)"
 nvcc --version | tail -1
 
+# DeepGEMM (DEEPGEMM=path to kernels-community's deep-gemm) builds in the background meanwhile,
+# then compiles (its JIT) the kernel of every benchmark shape once; the benchmark times it.
+rm -f /tmp/gemm-installed
+if [ -n "${DEEPGEMM:-}" ]; then
+  export DG_CUTLASS_INCLUDE=/tmp/site/cutlass_library/source/include
+  (
+    set -e
+    rm -rf /tmp/deep-gemm && cp -r "$DEEPGEMM" /tmp/deep-gemm && rm -rf /tmp/deep-gemm/build
+    python3 -m build2cmake generate-torch /tmp/deep-gemm/build.toml
+    start=$SECONDS
+    CMAKE_BUILD_PARALLEL_LEVEL=8 python3 -m pip install -q --no-build-isolation --no-deps \
+      -e /tmp/deep-gemm
+    echo "DeepGEMM cold build: $((SECONDS - start)) s"
+    # The warm-up imports gemm (benchmarks/gemm_cuda.py): wait for its install below.
+    while [ ! -e /tmp/gemm-installed ]; do sleep 2; done
+    python3 benchmarks/gemm_cuda.py --deepgemm-warmup
+  ) > "$OUT/deepgemm.log" 2>&1 &
+  deepgemm_pid=$!
+fi
+
 rm -rf /tmp/gemm && cp -r kernels/gemm /tmp/gemm && rm -rf /tmp/gemm/build
-python3 -m build2cmake generate-torch /tmp/gemm/build.toml
+python3 -m build2cmake generate-torch /tmp/gemm/build.toml || exit 1
 start=$SECONDS
 python3 -m pip install -q --no-build-isolation --no-deps -e /tmp/gemm > "$OUT/build.log" 2>&1 \
-  || { tail -40 "$OUT/build.log"; exit 1; }
+  || { tail -60 "$OUT/build.log"; exit 1; }
 echo "cold build: $((SECONDS - start)) s"
-cuobjdump --list-elf --list-ptx /tmp/gemm/build/cmake/install/platlib/gemm/*.so
-# Toolchain facts for the notes (host compiler; whether libstdc++ got into the extension).
-echo "g++: $(g++ --version | head -1) at $(command -v g++); LDFLAGS='${LDFLAGS:-}' CXXFLAGS='${CXXFLAGS:-}'"
-echo "libstdc++ symbols defined in the extension: $(nm -D -C --defined-only /tmp/gemm/build/cmake/install/platlib/gemm/*.so | grep -c 'std::basic_ostream')"
-grep -m1 -o "LINK_FLAGS = .*" /tmp/gemm/build/cmake/build.ninja
-grep -A1 "CXX_MODULE_LIBRARY_LINKER__" /tmp/gemm/build/cmake/CMakeFiles/rules.ninja | grep -m1 command
-python3 -c "import torch, re; maps = open('/proc/self/maps').read(); print('process libstdc++:', sorted(set(re.findall(r'\S*libstdc\+\+\S*', maps))))"
+touch /tmp/gemm-installed
+so=$(ls /tmp/gemm/build/cmake/install/platlib/gemm/*.so)
+cuobjdump --list-elf "$so"
+# Registers and spills of each CUTLASS configuration (the resource usage of every kernel).
+cuobjdump --dump-resource-usage "$so" 2>/dev/null | grep -E "Function|REG" | sed -E 's/Function ([^:]{0,90}).*/Function \1.../' >> "$OUT/build.log"
 
-python3 -m pytest -q -p no:cacheprovider -rs /tmp/gemm/tests 2>&1 | tee "$OUT/tests.log" | tail -8
-if [ "${PIPESTATUS[0]}" -ne 0 ]; then
-  echo "== kernel tests failed: bad-argument calls one by one, under cuda-gdb for a backtrace"
-  cuda-gdb -batch -ex run -ex bt --args python3 benchmarks/crash_probe.py 2>&1 \
-    | grep -vE "^\[(New|Thread|Detaching)" | tail -40
+timeout 300 python3 -m pytest -q -p no:cacheprovider -rs /tmp/gemm/tests 2>&1 | tee "$OUT/tests.log" | tail -15
+
+case "$MODE" in
+  final) STAGES=${STAGES:-"bench sanitize"} ;;
+  explore) STAGES=${STAGES:-"explore ncu race"} ;;
+  *) STAGES=${STAGES:-$MODE} ;;
+esac
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+if has sanitize; then
+  for tool in memcheck racecheck synccheck initcheck; do
+    timeout 120 compute-sanitizer --tool $tool --error-exitcode 7 \
+      python3 benchmarks/sanitize_gemm.py default mma > /tmp/sanitizer-$tool.log 2>&1
+    echo "compute-sanitizer $tool: exit $?," \
+      "$(grep -c 'relative error' /tmp/sanitizer-$tool.log) checked calls;" \
+      "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize_gemm: done' /tmp/sanitizer-$tool.log | tr '\n' ' ')"
+    { echo "===== $tool"; cat /tmp/sanitizer-$tool.log; } >> "$OUT/sanitizers.log"
+  done
 fi
-python3 benchmarks/gemm_cuda.py --out "$OUT/RESULTS.md" 2>&1 | tee "$OUT/bench.log" | tail -12
-for tool in memcheck racecheck; do
-  compute-sanitizer --tool $tool --error-exitcode 7 python3 benchmarks/sanitize_gemm.py \
-    > "$OUT/sanitizer-$tool.log" 2>&1
-  echo "compute-sanitizer $tool: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer-$tool.log") clean summaries)"
-  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|relative error" "$OUT/sanitizer-$tool.log" | tail -5
-done
+if has bench; then
+  if [ -n "${deepgemm_pid:-}" ]; then
+    for _ in $(seq 1 "${DEEPGEMM_WAIT:-240}"); do kill -0 "$deepgemm_pid" 2>/dev/null || break; sleep 1; done
+    echo "== DeepGEMM build and warm-up:"; tail -15 "$OUT/deepgemm.log"
+    BENCH_ARGS="${BENCH_ARGS:-} --deepgemm"
+  fi
+  timeout 240 python3 benchmarks/gemm_cuda.py ${BENCH_ARGS:-} --out "$OUT/RESULTS.md" 2>&1 \
+    | tee "$OUT/bench.log" | tail -16
+fi
+if has explore; then
+  timeout 300 python3 benchmarks/gemm_cuda.py --explore "$OUT/explore.md" --out "$OUT/RESULTS.md" \
+    > "$OUT/bench.log" 2>&1
+  echo "benchmark: exit $?"; cat "$OUT/explore.md"; tail -16 "$OUT/bench.log"
+fi
+if has ncu; then
+  # Where each shape loses: the table's choice, one call per shape (b column-major, then
+  # row-major: the second profile of each pair is the transpose kernel + the same GEMM).
+  timeout 150 ncu -k regex:"device_kernel|transpose_bytes" \
+    --section SpeedOfLight --section LaunchStats --section Occupancy \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    python3 benchmarks/gemm_cuda.py --profile > "$OUT/ncu.log" 2>&1
+  echo "ncu: exit $?"
+fi
+if has race; then
+  {
+    echo "== racecheck reproduction (benchmarks/racecheck_repro.cu)"
+    nvcc -gencode arch=compute_90a,code=sm_90a -o /tmp/repro benchmarks/racecheck_repro.cu
+    for mode in 0 1 2 3 4; do
+      timeout 60 compute-sanitizer --tool racecheck --racecheck-report hazard /tmp/repro $mode \
+        > /tmp/repro-$mode.log 2>&1
+      echo "mode $mode: exit $?, $(grep -c 'Potential WAR hazard' /tmp/repro-$mode.log) WAR hazard lines;" \
+        "$(grep -E 'sum ok|wrong|RACECHECK SUMMARY' /tmp/repro-$mode.log | tr '\n' ' ')"
+    done
+    echo "== racecheck per CUTLASS configuration"
+    for config in ${RACE_CONFIGS:-coop_128x128_c1x2 coop_128x128_c1x1 coop_128x128_c1x1_streamk pingpong_64x128_c1x1}; do
+      timeout 90 compute-sanitizer --tool racecheck --racecheck-report hazard \
+        python3 benchmarks/sanitize_gemm.py $config > /tmp/race-$config.log 2>&1
+      echo "-- $config: exit $?, $(grep -c 'relative error' /tmp/race-$config.log) checked calls," \
+        "$(grep -c 'Potential WAR hazard' /tmp/race-$config.log) WAR hazard lines;" \
+        "$(grep -E 'RACECHECK SUMMARY' /tmp/race-$config.log | tr '\n' ' ')"
+    done
+  } > "$OUT/race.log" 2>&1
+  cat "$OUT/race.log"
+fi

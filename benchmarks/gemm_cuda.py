@@ -1,27 +1,37 @@
 """kernels/gemm on a CUDA GPU: numerics against float64, then speed against cuBLAS and bf16.
 
 Run (after `pip install --no-build-isolation -e kernels/gemm` with a CUDA torch):
-    python benchmarks/gemm_cuda.py [--out benchmarks/RESULTS.md]
+    python benchmarks/gemm_cuda.py [--out RESULTS.md] [--explore explore.md] [--deepgemm]
 
 For each shape it checks our op against a float64 reference built from the dequantised inputs,
-then times, with CUDA events (median of --runs after --warmup), on the same inputs:
-  ours     gemm.gemm as built: on compute capability 9.0 (H100) the CUTLASS TMA + wgmma kernel
-           with block-wise scale promotion, elsewhere our mma.sync kernel
-  mma      gemm.gemm with GEMM_CUDA_KERNEL=mma: our own mma.sync (m16n8k32 e4m3) kernel
-  cublas   torch.nn.functional.scaled_mm with BlockWise1x128 (a) / BlockWise128x128 (b) scales;
-           b passed column-major as cuBLAS requires (the transpose is done before timing)
-  deq+bf16 dequantise a and b to bfloat16 with their scales, then torch.matmul (all timed)
-and prints TFLOP/s (2 M N K / time) and the ratios ours/cublas and ours/deq+bf16 (> 1: we win).
+then times, on the same inputs:
+  ours      gemm.gemm as built, b column-major (b = w.t(), w stored (N, K): the layout cuBLAS and
+            DeepGEMM take, read without a copy); on compute capability 9.0 (H100) the CUTLASS
+            TMA + wgmma kernel that the dispatch table in gemm_sm90.cu picks for the shape
+  ours rm   the same with b row-major (K, N): includes our transpose of b on every call
+  mma       GEMM_CUDA_KERNEL=mma: our own mma.sync (m16n8k32 e4m3) kernel, b column-major
+  cublas    torch.nn.functional.scaled_mm with BlockWise1x128 (a) / BlockWise128x128 (b) scales
+  deepgemm  DeepGEMM's fp8_gemm_nt (--deepgemm, when the deep_gemm package imports)
+  deq+bf16  dequantise a and b to bfloat16 with their scales, then torch.matmul (all timed)
+With --explore it also times every CUTLASS configuration built (GEMM_SM90_CONFIG=<name>, names
+read from gemm_sm90_configs.h) at every shape and writes that matrix.
+
+Timing: CUDA events around a batch of 10 calls (median of --runs batches after --warmup calls);
+the calls cycle over enough input sets that together they exceed twice the L2 cache, so no call
+finds its operands in L2 from the previous one. TFLOP/s = 2 M N K / time per call.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
+import math
 import os
+import re
 import statistics
 import subprocess
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import gemm
 import torch
@@ -36,49 +46,103 @@ SHAPES = [  # M, N, K
     (1024, 7168, 256),
     (6144, 7168, 256),
     (6144, 7168, 2304),
+    # The nearest K that cuBLAS accepts (K/128 a multiple of 4) for the three rows above.
+    (1024, 7168, 512),
+    (6144, 7168, 512),
+    (6144, 7168, 2048),
+    (6144, 7168, 2560),
 ]
+BATCH = 10
+# Tile orders tried with --explore (GEMM_SM90_SWIZZLE, GEMM_SM90_RASTER: 0 heuristic, 1 along M,
+# 2 along N) on a few configurations ("default": the dispatch table's choice).
+ORDERS = [("swizzle 2", 2, 0), ("swizzle 4", 4, 0), ("swizzle 8", 8, 0), ("along M", 1, 1)]
+ORDERS += [("along N", 1, 2), ("swizzle 4 along N", 4, 2)]
+ORDER_CONFIGS = ["default", "coop_128x128_c1x2", "coop_128x128_c1x1"]
+CONFIGS_H = Path(__file__).resolve().parent.parent / "kernels/gemm/gemm_cuda/gemm_sm90_configs.h"
 
 
-def make_inputs(m: int, n: int, k: int, seed: int):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    a = (torch.randn(m, k, device="cuda", generator=g) * 4).to(torch.float8_e4m3fn)
-    b = (torch.randn(k, n, device="cuda", generator=g) * 4).to(torch.float8_e4m3fn)
-    a_scale = torch.exp(torch.randn(k // 128, m, device="cuda", generator=g))
-    b_scale = torch.exp(torch.randn(k // 128, n // 128, device="cuda", generator=g))
-    return a, b, a_scale, b_scale
+def sm90_configs() -> list[str]:
+    text = CONFIGS_H.read_text()
+    block = text[text.index("#define GEMM_SM90_CONFIGS(X)") :].split("\n\n")[0]
+    return re.findall(r"X\((\w+)\)", block)
 
 
-def dequantised_bf16(a, b, a_scale, b_scale) -> torch.Tensor:
-    a16 = (a.float() * a_scale.t().repeat_interleave(128, dim=1)).bfloat16()
-    b_full = b_scale.repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
-    return a16 @ (b.float() * b_full).bfloat16()
+class Inputs:
+    """One problem's operands; b in both layouts (the same values)."""
+
+    def __init__(self, m: int, n: int, k: int, seed: int) -> None:
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        self.a = (torch.randn(m, k, device="cuda", generator=g) * 4).to(torch.float8_e4m3fn)
+        w = (torch.randn(n, k, device="cuda", generator=g) * 4).to(torch.float8_e4m3fn)
+        self.b_col = w.t()  # (K, N), K contiguous
+        self.b_row = self.b_col.contiguous()  # (K, N), N contiguous
+        self.a_scale = torch.exp(torch.randn(k // 128, m, device="cuda", generator=g))
+        self.b_scale = torch.exp(torch.randn(k // 128, n // 128, device="cuda", generator=g))
+        self.out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.a, self.b_col, self.out))
 
 
-def cublas_blockwise(a, b, a_scale, b_scale) -> Callable[[], torch.Tensor] | str:
-    """A call of scaled_mm with block scales, or why cuBLAS refused every layout we tried."""
-    b_col = b.t().contiguous().t()
-    a_scale_mk = a_scale.t()  # (M, K/128), M-major: what 1x128 scaling expects
-    problems = []
-    # cuBLAS wants b's scales as (K/128, N/128) with K/128 the fast dimension.
-    layouts = [("(K/128,N/128) K-major", b_scale.t().contiguous().t())]
-    for name, sb in layouts:
+def make_sets(m: int, n: int, k: int, seed: int) -> list[Inputs]:
+    first = Inputs(m, n, k, seed)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    count = min(8, max(2, math.ceil(2 * l2 / first.nbytes())))
+    return [first] + [Inputs(m, n, k, seed + i) for i in range(1, count)]
 
-        def call(sb: torch.Tensor = sb) -> torch.Tensor:
-            return F.scaled_mm(
-                a, b_col, a_scale_mk, F.ScalingType.BlockWise1x128,
-                sb, F.ScalingType.BlockWise128x128, output_dtype=torch.bfloat16,
-            )  # fmt: skip
 
-        try:
-            out = call()
-        except (RuntimeError, ValueError) as error:
-            problems.append(f"{name}: {str(error).splitlines()[0][:120]}")
-            continue
-        ref = reference(a, b, a_scale, b_scale)
-        if ((out.double() - ref).norm() / ref.norm()).item() < 1e-2:
-            return call
-        problems.append(f"{name}: ran but disagrees with the reference")
-    return "refused: " + " | ".join(problems)
+def ours(x: Inputs, row_major: bool = False) -> Callable[[], object]:
+    b = x.b_row if row_major else x.b_col
+    return lambda: gemm.ops.gemm(x.out, x.a, b, x.a_scale, x.b_scale)
+
+
+def dequantised_bf16(x: Inputs) -> Callable[[], object]:
+    def call() -> torch.Tensor:
+        a16 = (x.a.float() * x.a_scale.t().repeat_interleave(128, dim=1)).bfloat16()
+        b_full = x.b_scale.repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
+        return a16 @ (x.b_col.float() * b_full).bfloat16()
+
+    return call
+
+
+def cublas(x: Inputs) -> Callable[[], torch.Tensor]:
+    a_scale_mk = x.a_scale.t()  # (M, K/128), M-major: what 1x128 scaling expects
+    b_scale_kn = x.b_scale.t().contiguous().t()  # (K/128, N/128), K/128 contiguous
+
+    def call() -> torch.Tensor:
+        return F.scaled_mm(
+            x.a, x.b_col, a_scale_mk, F.ScalingType.BlockWise1x128,
+            b_scale_kn, F.ScalingType.BlockWise128x128, output_dtype=torch.bfloat16,
+        )  # fmt: skip
+
+    return call
+
+
+def deepgemm(x: Inputs) -> Callable[[], object] | str:
+    """DeepGEMM's fp8_gemm_nt on the same operands and scale layout, or why it cannot run.
+
+    Its a scale is (M, K/128) M-major (our a_scale.t(), read as it is), its b scale (N/128,
+    K/128) K-major (our b_scale transposed: a copy made here, before timing), b is w (N, K).
+    """
+    try:
+        import deep_gemm  # type: ignore[import-not-found]
+    except ImportError as error:
+        return f"not importable: {error}"
+    w = x.b_col.t()  # (N, K) row-major: DeepGEMM's "nt" B operand
+    a_scale = x.a_scale.t()  # (M, K/128), M contiguous
+    b_scale = x.b_scale.t().contiguous()  # (N/128, K/128), K/128 contiguous
+    return lambda: deep_gemm.fp8_gemm_nt((x.a, a_scale), (w, b_scale), x.out)
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+def check(call: Callable[[], object], x: Inputs, ref: torch.Tensor) -> float:
+    x.out.fill_(float("nan"))  # poison: every element must be written
+    result = call()
+    out = result if isinstance(result, torch.Tensor) else x.out
+    return relative_error(out, ref)
 
 
 def driver_version() -> str:
@@ -89,77 +153,273 @@ def driver_version() -> str:
         return "unknown"
 
 
-def time_ms(fn: Callable[[], object], warmup: int, runs: int) -> float:
-    for _ in range(warmup):
-        fn()
+def batches_ms(calls: list[Callable[[], object]], warmup: int, runs: int) -> list[float]:
+    """Milliseconds per call of `runs` batches of BATCH calls, after `warmup` calls."""
+    for i in range(warmup):
+        calls[i % len(calls)]()
     times = []
     for _ in range(runs):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        for i in range(BATCH):
+            calls[i % len(calls)]()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+        times.append(start.elapsed_time(end) / BATCH)
+    return times
+
+
+def time_ms(calls: list[Callable[[], object]], warmup: int, runs: int) -> float:
+    return statistics.median(batches_ms(calls, warmup, runs))
+
+
+def host_us(calls: list[Callable[[], object]], count: int = 50) -> float:
+    """Microseconds the CPU spends per call (launches only; the GPU runs behind): when this
+    approaches the GPU time per call, the GPU waits for the host."""
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for i in range(count):
+        calls[i % len(calls)]()
+    spent = time.perf_counter() - started
+    torch.cuda.synchronize()
+    return spent / count * 1e6
+
+
+def time_interleaved(
+    variants: dict[str, list[Callable[[], object]]], warmup: int, runs: int, rounds: int = 3
+) -> dict[str, float]:
+    """Median per call of each variant, timed in `rounds` alternating rounds so that a drift of
+    the GPU's clock during the measurement falls on every variant alike."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, calls in variants.items():
+            times[name] += batches_ms(calls, warmup, max(1, runs // rounds))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+class Env:
+    """Sets (or clears) an environment variable the op reads on every call."""
+
+    def __init__(self, name: str, value: str | None) -> None:
+        self.name, self.value, self.saved = name, value, os.environ.get(name)
+
+    def __enter__(self) -> None:
+        if self.value is None:
+            os.environ.pop(self.name, None)
+        else:
+            os.environ[self.name] = self.value
+
+    def __exit__(self, *_: object) -> None:
+        if self.saved is None:
+            os.environ.pop(self.name, None)
+        else:
+            os.environ[self.name] = self.saved
+
+
+def ratio(times: dict[str, float], other: str) -> str:
+    """How many times faster ours is than `other` (> 1: ours wins)."""
+    return f"{times[other] / times['ours']:.2f}" if other in times else "-"
+
+
+def row_text(
+    m: int,
+    n: int,
+    k: int,
+    errors: dict[str, float],
+    text: dict[str, str],
+    times: dict[str, float],
+    columns: list[str],
+) -> str:
+    """One shape's row of the results table."""
+    return (
+        f"| {m} x {n} x {k} | {errors['ours']:.2e}, {errors['mma']:.2e} | "
+        + " | ".join(text.get(c, "-") for c in columns)
+        + "".join(f" | {ratio(times, c)}" for c in ("cuBLAS", "DeepGEMM", "deq+bf16"))
+        + " |"
+    )
+
+
+def tflops(m: int, n: int, k: int, ms: float) -> str:
+    return f"{2 * m * n * k / ms / 1e9:.0f}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--out", help="write the table (Markdown) to this file")
+    parser.add_argument("--explore", help="time every CUTLASS configuration; write the matrix here")
+    parser.add_argument("--deepgemm", action="store_true", help="time DeepGEMM too")
+    parser.add_argument(
+        "--deepgemm-warmup", action="store_true", help="only call DeepGEMM once per shape "
+        "(its JIT compiles a kernel per shape; the compiled kernels are cached on disk)"
+    )  # fmt: skip
+    parser.add_argument("--shapes", help="M,N,K;M,N,K;... instead of the built-in list")
+    parser.add_argument(
+        "--profile", action="store_true", help="only call ours once per shape (b column-major, "
+        "then row-major), for ncu"
+    )  # fmt: skip
     args = parser.parse_args()
     assert gemm.backend == "cuda" and torch.cuda.is_available(), "needs the cuda build and a GPU"
+    shapes = SHAPES
+    if args.shapes:
+        shapes = [tuple(int(v) for v in s.split(",")) for s in args.shapes.split(";")]
+
+    if args.deepgemm_warmup:
+        for m, n, k in shapes:
+            started = time.monotonic()
+            call = deepgemm(Inputs(m, n, k, seed=0))
+            result = call() if callable(call) else call
+            torch.cuda.synchronize()
+            print(
+                f"DeepGEMM {m} x {n} x {k}: {time.monotonic() - started:.1f} s {result}", flush=True
+            )
+        return
+    if args.profile:
+        for m, n, k in shapes:
+            x = Inputs(m, n, k, seed=m + n + k)
+            ours(x)()
+            ours(x, row_major=True)()
+            torch.cuda.synchronize()
+            print(f"profiled {m} x {n} x {k}", flush=True)
+        return
 
     props = torch.cuda.get_device_properties(0)
+    header = (
+        f"GPU: {props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} SMs, "
+        f"L2 {props.L2_cache_size >> 20} MB); driver {driver_version()}; "
+        f"torch {torch.__version__}, CUDA {torch.version.cuda}"
+    )
+    columns = ["ours", "ours rm", "mma", "cuBLAS", "deq+bf16"]
+    if args.deepgemm:
+        columns.insert(4, "DeepGEMM")
     lines = [
-        f"GPU: {props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} SMs); "
-        f"driver {driver_version()}; "
-        f"torch {torch.__version__}, CUDA {torch.version.cuda}",
+        header,
         "",
-        "| M x N x K | rel. error vs f64 (ours, mma) | ours TFLOP/s | mma TFLOP/s | "
-        "cuBLAS blockwise | deq+bf16 | ours/cuBLAS | ours/deq+bf16 |",
-        "|---|---|---|---|---|---|---|---|",
+        "| M x N x K | rel. error vs f64 (ours, mma) | "
+        + " | ".join(f"{c} TFLOP/s" for c in columns)
+        + " | ours/cuBLAS | ours/DeepGEMM | ours/deq+bf16 |",
+        "|---" * (len(columns) + 5) + "|",
     ]
-    for m, n, k in SHAPES:
-        a, b, a_scale, b_scale = make_inputs(m, n, k, seed=m + n + k)
-        out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-        ref = reference(a, b, a_scale, b_scale)
-        flop = 2 * m * n * k
-        call = functools.partial(gemm.ops.gemm, out, a, b, a_scale, b_scale)
-        errors, times = [], []
-        for kernel in ("default", "mma"):
-            if kernel == "mma":
-                os.environ["GEMM_CUDA_KERNEL"] = "mma"
-            out.zero_()
-            call()
-            errors.append(((out.double() - ref).norm() / ref.norm()).item())
-            times.append(time_ms(call, args.warmup, args.runs))
-            os.environ.pop("GEMM_CUDA_KERNEL", None)
-        (error, mma_error), (ours, mma) = errors, times
-        deq = time_ms(
-            functools.partial(dequantised_bf16, a, b, a_scale, b_scale), args.warmup, args.runs
+    configs = sm90_configs() if args.explore else []
+    explore = [
+        header,
+        "",
+        "TFLOP/s per CUTLASS configuration (GEMM_SM90_CONFIG), b column-major",
+        "",
+        "| M x N x K | " + " | ".join(configs) + " |",
+        "|---" * (len(configs) + 1) + "|",
+    ]
+    order_names = [f"{c} {o[0]}" for c in ORDER_CONFIGS for o in ORDERS]
+    orders = [
+        "",
+        "TFLOP/s per tile order (GEMM_SM90_SWIZZLE, GEMM_SM90_RASTER) and configuration",
+        "",
+        "| M x N x K | " + " | ".join(order_names) + " |",
+        "|---" * (len(order_names) + 1) + "|",
+    ]
+    host_lines = [
+        "",
+        "Time per call / CPU time per call (µs): the GPU waits for the host where they meet",
+        "",
+        "| M x N x K | ours | cuBLAS | DeepGEMM (where run) |",
+        "|---|---|---|---|",
+    ]
+    print(header, flush=True)
+    for m, n, k in shapes:
+        sets = make_sets(m, n, k, seed=m + n + k)
+        x = sets[0]
+        ref = reference(x.a, x.b_row, x.a_scale, x.b_scale)
+        errors: dict[str, float] = {}
+        text: dict[str, str] = {}
+        # ours, cuBLAS and DeepGEMM are timed interleaved (time_interleaved); the rest alone.
+        rivals: dict[str, list[Callable[[], object]]] = {"ours": [ours(s) for s in sets]}
+        with Env("GEMM_SM90_CONFIG", None):
+            errors["ours"] = check(ours(x), x, ref)
+            errors["ours rm"] = check(ours(x, row_major=True), x, ref)
+            times = {"ours rm": time_ms([ours(s, True) for s in sets], args.warmup, args.runs)}
+            with Env("GEMM_CUDA_KERNEL", "mma"):
+                errors["mma"] = check(ours(x), x, ref)
+                times["mma"] = time_ms([ours(s) for s in sets], args.warmup, args.runs)
+        try:
+            errors["cuBLAS"] = check(cublas(x), x, ref)
+            rivals["cuBLAS"] = [cublas(s) for s in sets]
+        except (RuntimeError, ValueError) as error:
+            text["cuBLAS"] = "refused: " + str(error).splitlines()[0][:100]
+        if args.deepgemm:
+            probe = deepgemm(x)
+            if callable(probe):
+                try:
+                    errors["DeepGEMM"] = check(probe, x, ref)
+                    rivals["DeepGEMM"] = [deepgemm(s) for s in sets]  # type: ignore[misc]
+                except (RuntimeError, ValueError, TypeError, AssertionError) as error:
+                    text["DeepGEMM"] = "failed: " + str(error).splitlines()[0][:100]
+            else:
+                text["DeepGEMM"] = probe
+        with Env("GEMM_SM90_CONFIG", None):
+            times.update(time_interleaved(rivals, args.warmup, args.runs))
+        text.update({c: tflops(m, n, k, t) for c, t in times.items()})
+        with Env("GEMM_SM90_CONFIG", None):
+            launch = {name: host_us(calls) for name, calls in rivals.items()}
+        host_lines.append(
+            f"| {m} x {n} x {k} | "
+            + " | ".join(
+                f"{times[c] * 1e3:.1f} / {launch[c]:.1f}" if c in launch else "-"
+                for c in ("ours", "cuBLAS", "DeepGEMM")
+            )
+            + " |"
         )
-        cublas_call = cublas_blockwise(a, b, a_scale, b_scale)
-        if callable(cublas_call):
-            cublas = time_ms(cublas_call, args.warmup, args.runs)
-            cublas_text = f"{flop / cublas / 1e9:.0f}"
-            vs_cublas = f"{cublas / ours:.2f}"
-        else:
-            cublas_text, vs_cublas = cublas_call, "-"
-        row = (
-            f"| {m} x {n} x {k} | {error:.2e}, {mma_error:.2e} | {flop / ours / 1e9:.0f} | "
-            f"{flop / mma / 1e9:.0f} | {cublas_text} | "
-            f"{flop / deq / 1e9:.0f} | {vs_cublas} | {deq / ours:.2f} |"
-        )
+        times["deq+bf16"] = time_ms([dequantised_bf16(s) for s in sets], 3, max(5, args.runs // 3))
+        text["deq+bf16"] = tflops(m, n, k, times["deq+bf16"])
+        for rival in ("cuBLAS", "DeepGEMM"):  # a rival that computes something else has no rate
+            if rival in times and not errors[rival] < 1e-2:
+                text[rival] = f"wrong: relative error {errors[rival]:.1e}"
+                del times[rival]
+        row = row_text(m, n, k, errors, text, times, columns)
         lines.append(row)
-        print(row, flush=True)
-        assert max(errors) < 1e-2, f"gemm is wrong at {m}x{n}x{k}: relative errors {errors}"
-    table = "\n".join(lines) + "\n"
-    print(table)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(table)
+        # The table so far, after every shape: a run cut short keeps what it measured.
+        if args.out:
+            Path(args.out).write_text("\n".join(lines + host_lines) + "\n")
+        print(row, "errors:", {c: f"{e:.2e}" for c, e in errors.items()}, flush=True)
+
+        bad = {c: e for c, e in errors.items() if c.startswith(("ours", "mma")) and not e < 1e-2}
+        assert not bad, f"wrong results at {m}x{n}x{k}: {bad}"
+
+        if configs:
+            cells = []
+            for name in configs:
+                with Env("GEMM_SM90_CONFIG", name):
+                    try:
+                        error = check(ours(x), x, ref)
+                        ms = time_ms([ours(s) for s in sets], args.warmup, args.runs)
+                        cells.append(
+                            tflops(m, n, k, ms) + ("" if error < 1e-2 else f" BAD {error:.1e}")
+                        )
+                    except RuntimeError as failure:
+                        cells.append("failed: " + str(failure).splitlines()[0][:60])
+            row = f"| {m} x {n} x {k} | " + " | ".join(cells) + " |"
+            explore.append(row)
+            print(row, flush=True)
+            cells = []
+            for config in ORDER_CONFIGS:
+                for _, swizzle, raster in ORDERS:
+                    with (
+                        Env("GEMM_SM90_CONFIG", None if config == "default" else config),
+                        Env("GEMM_SM90_SWIZZLE", str(swizzle)),
+                        Env("GEMM_SM90_RASTER", str(raster)),
+                    ):
+                        error = check(ours(x), x, ref)
+                        ms = time_ms([ours(s) for s in sets], args.warmup, args.runs)
+                        cells.append(tflops(m, n, k, ms) + ("" if error < 1e-2 else " BAD"))
+            row = f"| {m} x {n} x {k} | " + " | ".join(cells) + " |"
+            orders.append(row)
+            print(row, flush=True)
+        del sets, x, ref
+        torch.cuda.empty_cache()
+    print("\n".join(lines + host_lines))
+    if args.explore:
+        Path(args.explore).write_text("\n".join(explore + orders) + "\n")
+        print("\n".join(explore + orders))
 
 
 if __name__ == "__main__":

@@ -1,31 +1,48 @@
-"""Calls gemm at awkward shapes for compute-sanitizer (memcheck, racecheck) to watch.
+"""Calls gemm at awkward shapes for compute-sanitizer (memcheck, racecheck, synccheck, initcheck).
 
-compute-sanitizer --tool memcheck python benchmarks/sanitize_gemm.py
+compute-sanitizer --tool memcheck python benchmarks/sanitize_gemm.py [KERNEL ...]
+
+KERNEL is "default" (what the dispatch table picks), "mma" (our mma.sync kernel) or the name of a
+CUTLASS configuration (GEMM_SM90_CONFIG); without any: default and mma. Every shape runs with b
+column-major (read as it is) and row-major (through our transpose kernel).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 import gemm
 import torch
 from gemm.reference import gemm_reference
 
-# M = 1, M not a multiple of any tile, K = one scale block, N one and several tiles.
-SHAPES = [(1, 128, 128), (37, 256, 384), (130, 384, 256), (129, 128, 1024)]
+# M = 1, M not a multiple of any tile, K = one scale block, K past the pipeline's stages (the
+# smem ring wraps), N one and several tiles.
+SHAPES = [(1, 128, 128), (37, 256, 384), (130, 384, 256), (129, 128, 1024), (200, 256, 2048)]
 
-for kernel in ("default", "mma"):  # on an H100: the CUTLASS kernel, then our mma.sync one
+kernels = sys.argv[1:] or ["default", "mma"]
+for kernel in kernels:
+    os.environ.pop("GEMM_CUDA_KERNEL", None)
+    os.environ.pop("GEMM_SM90_CONFIG", None)
     if kernel == "mma":
         os.environ["GEMM_CUDA_KERNEL"] = "mma"
+    elif kernel != "default":
+        os.environ["GEMM_SM90_CONFIG"] = kernel
     for m, n, k in SHAPES:
         a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
-        b = torch.randn(k, n, device="cuda").to(torch.float8_e4m3fn)
+        w = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
         sa = torch.rand(k // 128, m, device="cuda") + 0.5
         sb = torch.rand(k // 128, n // 128, device="cuda") + 0.5
-        out = gemm.gemm(a, b, sa, sb)
-        torch.cuda.synchronize()
-        ref = gemm_reference(a, b, sa, sb)
-        error = ((out.double() - ref).norm() / ref.norm()).item()
-        print(f"{kernel} {m}x{n}x{k}: relative error {error:.2e}")
-        assert error < 1e-2
+        ref = gemm_reference(a, w.t(), sa, sb)
+        for layout, b in (("b column-major", w.t()), ("b row-major", w.t().contiguous())):
+            # out starts as NaN written by an ordinary kernel: every element the GEMM leaves
+            # unwritten stays NaN. (initcheck does not see the CUTLASS epilogue's TMA stores as
+            # writes; with out from torch.empty it flags the reads of out afterwards.)
+            out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+            gemm.gemm(a, b, sa, sb, out=out)
+            torch.cuda.synchronize()
+            assert not out.isnan().any(), f"{kernel} {m}x{n}x{k}: elements left unwritten"
+            error = ((out.double() - ref).norm() / ref.norm()).item()
+            print(f"{kernel} {m}x{n}x{k} {layout}: relative error {error:.2e}", flush=True)
+            assert error < 1e-2
 print("sanitize_gemm: done")

@@ -2,13 +2,19 @@
 // cache-blocked float32 matrix product with a register-tiled, vectorised inner loop, threaded over
 // output tiles with at::parallel_for.
 //
-// Folding the scales into the operands is exact algebra for this scaling scheme:
-//   sum_k a[m,k] b[k,n] sa[k/128,m] sb[k/128,n/128] = sum_k (a[m,k] sa[k/128,m]) (b[k,n] sb[k/128,n/128])
+// The op's definition (the GPU kernels' order): scales multiply each 128-wide block's partial sum,
+//   out[m,n] = sum_kb (sa[kb,m] sb[kb,n/128]) * sum_{k in kb} a[m,k] b[k,n].
+// Folding the scales into the operands is the same algebra while the scales are finite:
+//   = sum_k (a[m,k] sa[k/128,m]) (b[k,n] sb[k/128,n/128])
 // and each product of an fp8 value (4 significant bits) with a float32 scale rounds only once.
+// With an infinite or NaN scale the two differ (inf times a zero element is NaN in the folded
+// form, a finite block sum times inf is +-inf), so the outputs such a scale reaches are computed
+// again in the block-sum form (recompute_nonfinite_scales).
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -103,6 +109,39 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void compute_tile(
       out[(m0 + i) * n_size + n0 + j] = fp8gemm::float_to_bf16_bits(c[i * kNc + j]);
 }
 
+// Recomputes, in the block-sum form, every output whose row has a non-finite a_scale or whose
+// 128-column block has a non-finite b_scale. A scan of the K/128 x (M + N/128) scales when none is.
+void recompute_nonfinite_scales(uint16_t* out, const uint8_t* a, const uint8_t* b,
+                                const float* a_scale, const float* b_scale, int64_t m_size,
+                                int64_t n_size, int64_t k_size, const std::array<float, 256>& table) {
+  const int64_t k_blocks = k_size / fp8gemm::kScaleBlock, n_blocks = n_size / fp8gemm::kScaleBlock;
+  std::vector<char> row_hit(static_cast<size_t>(m_size), 0), block_hit(static_cast<size_t>(n_blocks), 0);
+  bool any = false;
+  for (int64_t kb = 0; kb < k_blocks; ++kb) {
+    for (int64_t m = 0; m < m_size; ++m)
+      if (!std::isfinite(a_scale[kb * m_size + m])) any = row_hit[m] = 1;
+    for (int64_t nb = 0; nb < n_blocks; ++nb)
+      if (!std::isfinite(b_scale[kb * n_blocks + nb])) any = block_hit[nb] = 1;
+  }
+  if (!any) return;
+  at::parallel_for(0, m_size, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t m = begin; m < end; ++m) {
+      for (int64_t n = 0; n < n_size; ++n) {
+        const int64_t nb = n / fp8gemm::kScaleBlock;
+        if (!row_hit[m] && !block_hit[nb]) continue;
+        float acc = 0.0f;
+        for (int64_t kb = 0; kb < k_blocks; ++kb) {
+          float sum = 0.0f;
+          for (int64_t k = kb * fp8gemm::kScaleBlock; k < (kb + 1) * fp8gemm::kScaleBlock; ++k)
+            sum += table[a[m * k_size + k]] * table[b[k * n_size + n]];
+          acc += (a_scale[kb * m_size + m] * b_scale[kb * n_blocks + nb]) * sum;
+        }
+        out[m * n_size + n] = fp8gemm::float_to_bf16_bits(acc);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void gemm_cpu_run(uint16_t* out, const uint8_t* a, const uint8_t* b, const float* a_scale,
@@ -147,4 +186,5 @@ void gemm_cpu_run(uint16_t* out, const uint8_t* a, const uint8_t* b, const float
                    m_size, n0, std::min(kNc, n_size - n0), n_size, k_size, c.data());
     }
   });
+  recompute_nonfinite_scales(out, a, b, a_scale, b_scale, m_size, n_size, k_size, table);
 }

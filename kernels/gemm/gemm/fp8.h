@@ -59,4 +59,14 @@ GEMM_HOST_DEVICE inline uint16_t float_to_bf16_bits(float value) {
 // Scaling works on blocks of 128 along K (and along N for b_scale): 1x128 / 128x128 blocks.
 constexpr int kScaleBlock = 128;
 
+// The largest M the op takes, on every backend: the portable and ROCm kernels put their 64-row
+// tiles in the grid's y dimension, which holds at most 65535 blocks. The binding and every
+// launcher check against this one number.
+constexpr int64_t kMaxM = int64_t{65535} * 64;
+
+// Every data pointer the op gets must be aligned to this many bytes: the GPU kernels load a and b
+// 16 bytes at a time (uint4, TMA), and the binding refuses a view at an unaligned offset on every
+// backend alike, so a program that runs on the CPU build runs on the GPU builds.
+constexpr int kPointerAlignment = 16;
+
 }  // namespace fp8gemm

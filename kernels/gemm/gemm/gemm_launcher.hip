@@ -10,9 +10,9 @@ extern "C" hipError_t gemm_rocm_run(uint16_t* out, const uint8_t* a, const uint8
                                     int64_t n_size, int64_t k_size, int format,
                                     hipStream_t stream, int* used_matrix_cores) {
   using fp8gemm::Fp8Format;
-  // The grid's y dimension holds the row tiles; the binding keeps M below this.
-  if (m_size < 1 || (m_size + fp8gemm::kTileM - 1) / fp8gemm::kTileM > 65535 || n_size % 128 != 0 ||
-      k_size % 128 != 0)
+  // The grid's y dimension holds the row tiles: kMaxM is 65535 of them (the binding's limit too).
+  static_assert(fp8gemm::kMaxM == int64_t{65535} * fp8gemm::kTileM, "M limit and tile disagree");
+  if (m_size < 1 || m_size > fp8gemm::kMaxM || n_size % 128 != 0 || k_size % 128 != 0)
     return hipErrorInvalidValue;
   int device = 0;
   hipError_t status = hipGetDevice(&device);

@@ -13,3 +13,8 @@ extern "C" int gemm_cuda_uses_tensor_cores();
 extern "C" cudaError_t gemm_cuda_run(uint16_t* out, const uint8_t* a, const uint8_t* b_or_bt,
                                      const float* a_scale, const float* b_scale, int64_t m_size,
                                      int64_t n_size, int64_t k_size, cudaStream_t stream);
+
+// bt (N x K, row-major) = b (K x N, row-major) transposed, one-byte elements; K and N multiples
+// of 128, both pointers 16-byte aligned. The tensor-core paths read b as bt.
+extern "C" cudaError_t gemm_cuda_transpose_b(uint8_t* bt, const uint8_t* b, int64_t k_size,
+                                             int64_t n_size, cudaStream_t stream);

@@ -1,106 +1,54 @@
-// The H100 (sm_90a) path: CUTLASS's warp-specialised TMA + wgmma FP8 GEMM with block-wise scale
-// promotion, configured for this op's layouts so that nothing is copied before the launch:
-//   a        (M, K) row-major e4m3            -> A, K-major
-//   bt       (N, K) row-major e4m3 (b^T)      -> B, K-major ("column-major B")
-//   a_scale  (K/128, M) : one scale per row and 128-wide K block, M contiguous -> SFA, MN-major
-//   b_scale  (K/128, N/128), N/128 contiguous                                  -> SFB, MN-major
-//   out      (M, N) row-major bf16            -> D (no C operand)
+// The H100 (sm_90a) path: chooses one of the CUTLASS configurations of gemm_sm90_configs.h per
+// problem and launches it. The configurations themselves live in gemm_sm90_<name>.cu.
 #include "gemm_sm90.h"
 
-#include "device.h"
+#include <cstring>
 
-#include "cute/tensor.hpp"
-#include "cutlass/detail/blockwise_scale_layout.hpp"
-#include "cutlass/epilogue/collective/collective_builder.hpp"
-#include "cutlass/gemm/collective/collective_builder.hpp"
-#include "cutlass/gemm/device/gemm_universal_adapter.h"
-#include "cutlass/gemm/dispatch_policy.hpp"
-#include "cutlass/gemm/kernel/gemm_universal.hpp"
-#include "cutlass/util/packed_stride.hpp"
+#include "../gemm/fp8.h"
+#include "device.h"
+#include "gemm_sm90_configs.h"
 
 namespace {
 
-using namespace cute;
+using fp8gemm::sm90::Problem;
 
-using ElementA = cutlass::float_e4m3_t;
-using ElementB = cutlass::float_e4m3_t;
-using ElementD = cutlass::bfloat16_t;
-using ElementAccumulator = float;
-using LayoutA = cutlass::layout::RowMajor;
-using LayoutB = cutlass::layout::ColumnMajor;
-using LayoutD = cutlass::layout::RowMajor;
-constexpr int kAlignmentA = 16;  // elements per 16-byte TMA access
-constexpr int kAlignmentB = 16;
-constexpr int kAlignmentD = 8;
+struct Entry {
+  const char* name;
+  size_t (*workspace_bytes)(const Problem&);
+  cudaError_t (*run)(const Problem&, void*, cudaStream_t);
+};
 
-using TileShape = Shape<_128, _128, _128>;
-// Two CTAs along N share (multicast) the A tile.
-using ClusterShape = Shape<_1, _2, _1>;
+#define GEMM_SM90_ENTRY(NAME) \
+  {#NAME, fp8gemm::sm90::workspace_bytes_##NAME, fp8gemm::sm90::run_##NAME},
+constexpr Entry kConfigs[] = {GEMM_SM90_CONFIGS(GEMM_SM90_ENTRY)};
+#undef GEMM_SM90_ENTRY
+constexpr int kConfigCount = static_cast<int>(sizeof(kConfigs) / sizeof(kConfigs[0]));
 
-using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, 128, 128, cute::GMMA::Major::MN,
-                                                              cute::GMMA::Major::MN>;
-using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
-using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
-
-using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-    cutlass::epilogue::collective::EpilogueTileAuto, ElementAccumulator, float, void, LayoutD,
-    kAlignmentD, ElementD, LayoutD, kAlignmentD,
-    cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
-
-using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA,
-    cute::tuple<LayoutA, LayoutSFA>, kAlignmentA, ElementB, cute::tuple<LayoutB, LayoutSFB>,
-    kAlignmentB, ElementAccumulator, TileShape, ClusterShape,
-    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-        sizeof(typename CollectiveEpilogue::SharedStorage))>,
-    cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8Blockwise>::CollectiveOp;
-
-// The persistent data-parallel scheduler (each CTA walks whole output tiles). Measured on the
-// H100 against stream-K at the seven benchmark shapes: 1.1-1.3x faster at K = 256, within 5% at
-// the other shapes; see benchmarks/RESULTS.md.
-using GemmKernel =
-    cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
-                                         CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
-using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
-
-int sm_count(int device) {
-  int count = 0;
-  cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-  return count;
+int index_of(const char* name) {
+  for (int i = 0; i < kConfigCount; ++i)
+    if (std::strcmp(kConfigs[i].name, name) == 0) return i;
+  return -1;
 }
 
-typename Gemm::Arguments make_arguments(uint16_t* out, const uint8_t* a, const uint8_t* bt,
-                                        const float* a_scale, int64_t a_scale_ld,
-                                        const float* b_scale, int m, int n, int k) {
-  using StrideA = typename Gemm::GemmKernel::StrideA;
-  using StrideB = typename Gemm::GemmKernel::StrideB;
-  using StrideD = typename Gemm::GemmKernel::StrideD;
-  const StrideA stride_a = cutlass::make_cute_packed_stride(StrideA{}, make_shape(m, k, 1));
-  const StrideB stride_b = cutlass::make_cute_packed_stride(StrideB{}, make_shape(n, k, 1));
-  const StrideD stride_d = cutlass::make_cute_packed_stride(StrideD{}, make_shape(m, n, 1));
-  // a_scale's rows may be padded past M (TMA wants 16-byte aligned rows): describe it as an
-  // (a_scale_ld x K) problem; the rows past M only ever meet A's out-of-bounds zeros.
-  const LayoutSFA layout_sfa = ScaleConfig::tile_atom_to_shape_SFA(
-      make_shape(static_cast<int>(a_scale_ld), n, k, 1));
-  const LayoutSFB layout_sfb = ScaleConfig::tile_atom_to_shape_SFB(make_shape(m, n, k, 1));
-
-  int device = 0;
+Problem make_problem(uint16_t* out, const uint8_t* a, const uint8_t* bt, const float* a_scale,
+                     int64_t a_scale_ld, const float* b_scale, int64_t m, int64_t n, int64_t k,
+                     Sm90Order order) {
+  int device = 0, sm_count = 0;
   cudaGetDevice(&device);
-  cutlass::KernelHardwareInfo hw_info;
-  hw_info.device_id = device;
-  hw_info.sm_count = sm_count(device);
-
-  typename Gemm::Arguments arguments{
-      cutlass::gemm::GemmUniversalMode::kGemm,
-      {m, n, k, 1},
-      {reinterpret_cast<const ElementA*>(a), stride_a, reinterpret_cast<const ElementB*>(bt),
-       stride_b, a_scale, layout_sfa, b_scale, layout_sfb},
-      {{}, nullptr, stride_d, reinterpret_cast<ElementD*>(out), stride_d},
-      hw_info};
-  arguments.epilogue.thread.alpha = 1.0f;
-  arguments.epilogue.thread.beta = 0.0f;
-  return arguments;
+  cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+  return Problem{out,
+                 a,
+                 bt,
+                 a_scale,
+                 a_scale_ld,
+                 b_scale,
+                 static_cast<int>(m),
+                 static_cast<int>(n),
+                 static_cast<int>(k),
+                 device,
+                 sm_count,
+                 order.swizzle,
+                 order.raster};
 }
 
 }  // namespace
@@ -110,31 +58,53 @@ extern "C" int gemm_sm90_available() {
   return fp8gemm::current_compute_capability() == 90;
 }
 
-extern "C" size_t gemm_sm90_workspace_bytes(int64_t m, int64_t n, int64_t k,
-                                            int64_t a_scale_ld) {
-  const typename Gemm::Arguments arguments =
-      make_arguments(nullptr, nullptr, nullptr, nullptr, a_scale_ld, nullptr,
-                     static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
-  return Gemm::get_workspace_size(arguments);
+extern "C" int gemm_sm90_config_count() { return kConfigCount; }
+
+extern "C" const char* gemm_sm90_config_name(int config) {
+  return config >= 0 && config < kConfigCount ? kConfigs[config].name : nullptr;
 }
 
-extern "C" cudaError_t gemm_sm90_run(uint16_t* out, const uint8_t* a, const uint8_t* bt,
-                                     const float* a_scale, int64_t a_scale_ld,
+
+// The dispatch table, from the configuration matrix measured on the H100 (132 SMs; TFLOP/s of
+// each configuration at each benchmark shape in benchmarks/RESULTS.md). "tiles" counts 128 x 128
+// output tiles; a wave is one tile per SM.
+extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* order) {
+  int device = 0, sm_count = 132;
+  if (cudaGetDevice(&device) == cudaSuccess)
+    cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+  const int64_t tiles = (m + 127) / 128 * (n / 128);
+  *order = Sm90Order{1, 0};
+  // Short K (2 to 6 k-blocks): each tile's epilogue (writing 128 x 128 bf16) is as long as its
+  // mainloop; ping-pong overlaps one warpgroup's epilogue with the other's mainloop. 237 vs 193
+  // (1024 x 7168 x 256), 516 vs 449 (6144 x 7168 x 256), 458 vs 412 (1024 x 7168 x 512).
+  if (k <= 768) return index_of("pingpong_64x128_c1x1");
+  // At most one wave: every tile gets its own SM, a cluster only adds its rendezvous.
+  // 877 vs 849 for 1 x 2 at 1024 x 1536 x 7168 (96 tiles); stream-K 821 (its fix-up costs more
+  // than the idle SMs it fills).
+  if (tiles <= sm_count) return index_of("coop_128x128_c1x1");
+  // One to four waves: the last wave is mostly empty (1024 x 4608: 288 tiles = 2.2 waves);
+  // stream-K splits K so every SM gets the same work. 1030 vs 887-915 there.
+  if (tiles < 4 * int64_t{sm_count}) return index_of("coop_128x128_c1x1_streamk");
+  // Many waves: two CTAs along N share A's tile through TMA multicast, halving A's L2 traffic.
+  // 1142 vs 1003-1026 (6144 x 1536 x 7168), 1037 vs 998-1015 (6144 x 4608 x 7168).
+  return index_of("coop_128x128_c1x2");
+}
+
+extern "C" size_t gemm_sm90_workspace_bytes(int config, Sm90Order order, int64_t m, int64_t n,
+                                            int64_t k, int64_t a_scale_ld) {
+  if (config < 0 || config >= kConfigCount) return 0;
+  return kConfigs[config].workspace_bytes(
+      make_problem(nullptr, nullptr, nullptr, nullptr, a_scale_ld, nullptr, m, n, k, order));
+}
+
+extern "C" cudaError_t gemm_sm90_run(int config, Sm90Order order, uint16_t* out, const uint8_t* a,
+                                     const uint8_t* bt, const float* a_scale, int64_t a_scale_ld,
                                      const float* b_scale, int64_t m, int64_t n, int64_t k,
                                      void* workspace, cudaStream_t stream) {
-  if (m < 1 || m > (int64_t{1} << 22) || n % 128 != 0 || k % 128 != 0 || a_scale_ld < m ||
-      a_scale_ld % 4 != 0)
+  if (config < 0 || config >= kConfigCount || m < 1 || m > fp8gemm::kMaxM || n % 128 != 0 ||
+      k % 128 != 0 || a_scale_ld < m || a_scale_ld % 4 != 0 || order.raster < 0 ||
+      order.raster > 2 || order.swizzle < 1 || order.swizzle > 8)
     return cudaErrorInvalidValue;
-  const typename Gemm::Arguments arguments =
-      make_arguments(out, a, bt, a_scale, a_scale_ld, b_scale, static_cast<int>(m),
-                     static_cast<int>(n), static_cast<int>(k));
-  Gemm gemm;
-  if (gemm.can_implement(arguments) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-  if (gemm.initialize(arguments, workspace, stream) != cutlass::Status::kSuccess)
-    return cudaErrorLaunchFailure;
-  if (gemm.run(stream) != cutlass::Status::kSuccess) {
-    const cudaError_t error = cudaGetLastError();
-    return error != cudaSuccess ? error : cudaErrorLaunchFailure;
-  }
-  return cudaGetLastError();
+  return kConfigs[config].run(
+      make_problem(out, a, bt, a_scale, a_scale_ld, b_scale, m, n, k, order), workspace, stream);
 }

@@ -8,13 +8,29 @@
 // Whether the current device can run the sm_90a (H100/H200) CUTLASS path.
 extern "C" int gemm_sm90_available();
 
-// Bytes of device workspace gemm_sm90_run needs for this shape (the tile scheduler's).
-extern "C" size_t gemm_sm90_workspace_bytes(int64_t m, int64_t n, int64_t k, int64_t a_scale_ld);
+// The CUTLASS configurations built (gemm_sm90_configs.h), by index; nullptr past the end.
+extern "C" int gemm_sm90_config_count();
+extern "C" const char* gemm_sm90_config_name(int config);
 
-// out (M, N) bf16 = a (M, K) e4m3 x bt (N, K) e4m3 ^T with block scales. a_scale is
-// (K/128, a_scale_ld) with a_scale_ld >= M a multiple of 4 (TMA's 16-byte rows); b_scale is
-// (K/128, N/128). N and K are multiples of 128.
-extern "C" cudaError_t gemm_sm90_run(uint16_t* out, const uint8_t* a, const uint8_t* bt,
-                                     const float* a_scale, int64_t a_scale_ld,
+// The order the persistent tile scheduler walks output tiles in: runs of `swizzle` (1, 2, 4, 8)
+// tiles; raster 0 = CUTLASS's heuristic, 1 = along M, 2 = along N.
+struct Sm90Order {
+  int swizzle;
+  int raster;
+};
+
+// The configuration (and tile order) the dispatch table (gemm_sm90.cu) picks for M x N x K.
+extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* order);
+
+// Bytes of device workspace gemm_sm90_run needs for this configuration and shape.
+extern "C" size_t gemm_sm90_workspace_bytes(int config, Sm90Order order, int64_t m, int64_t n,
+                                            int64_t k, int64_t a_scale_ld);
+
+// out (M, N) bf16 = a (M, K) e4m3 x bt (N, K) e4m3 ^T with block scales, with configuration
+// `config`. a_scale is (K/128, a_scale_ld) with a_scale_ld >= M a multiple of 4 (TMA's 16-byte
+// rows); b_scale is (K/128, N/128). N and K are multiples of 128, 1 <= M <= fp8gemm::kMaxM; every
+// pointer is 16-byte aligned.
+extern "C" cudaError_t gemm_sm90_run(int config, Sm90Order order, uint16_t* out, const uint8_t* a,
+                                     const uint8_t* bt, const float* a_scale, int64_t a_scale_ld,
                                      const float* b_scale, int64_t m, int64_t n, int64_t k,
                                      void* workspace, cudaStream_t stream);

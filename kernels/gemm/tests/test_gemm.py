@@ -129,13 +129,118 @@ def test_bad_arguments_raise_before_running(device: str):
         ((out[:2], a, b, sa, sb), "gemm: out must have shape (M, N)"),
         ((out, a[:0], b, sa[:, :0], sb), "gemm: a must have at least one row"),
         ((out, a.unsqueeze(0), b, sa, sb), "gemm: a must be 2-D"),
-        ((out, a, b.t().contiguous().t(), sa, sb), "gemm: b must be contiguous"),
+        (
+            (out, a, torch.cat([b, b], dim=1)[:, :256], sa, sb),
+            "gemm: b must be contiguous (row-major, strides (N, 1)) or column-major",
+        ),
+        ((out, a, b, sa, sb.t().contiguous().t()), "gemm: b_scale must be contiguous"),
     ]
     for args, message in cases:
         before = out.clone()
         with pytest.raises(RuntimeError, match=message.replace("(", r"\(").replace(")", r"\)")):
             gemm.ops.gemm(*args)
         assert torch.equal(out, before), message
+
+
+def test_column_major_b_gives_the_row_major_result(device: str):
+    """b = w.t() for w stored (N, K) (what cuBLAS and DeepGEMM take) is read without a copy on
+    the tensor-core paths; it must compute exactly what the row-major b does."""
+    a, b, sa, sb = make_inputs(70, 384, 640, torch.float8_e4m3fn, device, seed=4)
+    b_col = b.t().contiguous().t()
+    assert b_col.stride() == (1, 640) and torch.equal(b_col.view(torch.uint8), b.view(torch.uint8))
+    row = gemm.gemm(a, b, sa, sb)
+    col = gemm.gemm(a, b_col, sa, sb)
+    assert torch.equal(row, col)
+    ref = reference(a.cpu(), b.cpu(), sa.cpu(), sb.cpu())
+    assert relative_error(col.cpu(), ref) < 1e-2
+
+
+def unaligned(t: torch.Tensor) -> torch.Tensor:
+    """A copy of t whose data starts one element past a 16-byte boundary."""
+    flat = torch.empty(t.numel() + 16, dtype=t.dtype, device=t.device)
+    view = flat[1 : 1 + t.numel()].view(t.shape)
+    view.copy_(t)
+    assert view.data_ptr() % 16 != 0 and view.is_contiguous()
+    return view
+
+
+@pytest.mark.parametrize("name", ["a", "b", "a_scale", "b_scale", "out"])
+def test_unaligned_data_pointer_is_refused_on_every_backend(device: str, name: str):
+    """The GPU kernels load 16 bytes at a time; a contiguous view at an unaligned storage offset
+    gets one clear error (on the CPU build too, so code that runs there runs on a GPU)."""
+    a, b, sa, sb = make_inputs(8, 128, 256, torch.float8_e4m3fn, device, seed=5)
+    out = torch.full((8, 128), 7.0, dtype=torch.bfloat16, device=device)
+    args = dict(out=out, a=a, b=b, a_scale=sa, b_scale=sb)
+    args[name] = unaligned(args[name])
+    before = args["out"].clone()
+    with pytest.raises(RuntimeError, match=f"gemm: {name}'s data must start at a 16-byte aligned"):
+        gemm.ops.gemm(args["out"], args["a"], args["b"], args["a_scale"], args["b_scale"])
+    assert torch.equal(args["out"], before)
+    # The error names the way out, and it works.
+    args[name] = args[name].clone()
+    gemm.ops.gemm(args["out"], args["a"], args["b"], args["a_scale"], args["b_scale"])
+    assert not torch.equal(args["out"], before)
+
+
+MAX_M = 65535 * 64  # fp8gemm::kMaxM
+
+
+def test_m_above_the_limit_is_refused_by_the_binding(device: str):
+    m = MAX_M + 1
+    a = torch.empty(m, 128, dtype=torch.float8_e4m3fn, device=device)
+    b = torch.ones(128, 128, device=device).to(torch.float8_e4m3fn)
+    out = torch.empty(m, 128, dtype=torch.bfloat16, device=device)
+    sa, sb = torch.ones(1, m, device=device), torch.ones(1, 1, device=device)
+    with pytest.raises(RuntimeError, match=f"gemm: M = a.size\\(0\\) must be at most {MAX_M}"):
+        gemm.ops.gemm(out, a, b, sa, sb)
+
+
+@pytest.mark.parametrize("kernel", ["default", "mma"])
+def test_m_at_the_limit_runs_on_the_gpu(device: str, kernel: str, monkeypatch: pytest.MonkeyPatch):
+    """The binding's limit is the launchers' limit: the largest M it accepts runs, on every CUDA
+    kernel (before, the HIP launcher refused the last 64 sizes the binding let through)."""
+    if device == "cpu":
+        pytest.skip("M = 4194240 takes seconds on the CPU; the limit is about the GPU grids")
+    if kernel == "mma":
+        if gemm.backend != "cuda":
+            pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
+        monkeypatch.setenv("GEMM_CUDA_KERNEL", "mma")
+    fp8 = torch.float8_e4m3fn if gemm.backend == "cuda" else torch.float8_e4m3fnuz
+    a, b, sa, sb = make_inputs(MAX_M, 128, 128, fp8, device, seed=6)
+    out = gemm.gemm(a, b, sa, sb)
+    for rows in (slice(0, 256), slice(MAX_M - 256, MAX_M)):
+        ref = reference(a[rows].cpu(), b.cpu(), sa[:, rows].cpu(), sb.cpu())
+        assert relative_error(out[rows].cpu(), ref) < 1e-2
+
+
+@pytest.mark.parametrize("kernel", ["default", "mma"])
+def test_infinite_scales_follow_the_block_sum_definition(
+    device: str, kernel: str, monkeypatch: pytest.MonkeyPatch
+):
+    """Scales multiply each 128-wide block's partial sum (gemm.reference): an infinite scale turns
+    a finite block sum into +-inf, a zero block sum into NaN; the same on every backend."""
+    if kernel == "mma":
+        if gemm.backend != "cuda":
+            pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
+        monkeypatch.setenv("GEMM_CUDA_KERNEL", "mma")
+    fp8 = torch.float8_e4m3fn
+    a, b, sa, sb = (t.cpu() for t in make_inputs(8, 384, 384, fp8, device, seed=7))
+    a_bytes = a.view(torch.uint8)
+    a_bytes[3, 128:256] = 0  # row 3's second block sums to 0 ...
+    sa[1, 3] = float("inf")  # ... and meets an infinite scale: NaN
+    sa[0, 2] = float("inf")  # row 2: +-inf by the sign of each block sum
+    sa[2, 5] = -float("inf")  # row 5: the opposite signs
+    sb[1, 2] = float("inf")  # columns 256..383, every row
+    out = gemm.gemm(*(t.to(device) for t in (a, b, sa, sb))).cpu().double()
+    ref = reference(a, b, sa, sb)
+    assert ref[3].isnan().all() and ref[2, :256].isinf().all() and ref[5, :256].isinf().all()
+    assert ref[:, 256:].isinf().any() and ref[0, :256].isfinite().all()
+    assert torch.equal(out.isnan(), ref.isnan())
+    infinite = ref.isinf()
+    assert torch.equal(out.isinf(), infinite)
+    assert torch.equal(out[infinite], ref[infinite])
+    finite = ref.isfinite()
+    assert relative_error(out[finite], ref[finite]) < 1e-2
 
 
 def test_wrapper_allocates_out_and_rejects_1d_inputs(device: str):

@@ -47,8 +47,26 @@ void check_matrix(const char* name, const at::Tensor& t, at::IntArrayRef shape,
               t.strides());
 }
 
-// Checks every argument before anything runs; returns a's fp8 format.
-Fp8Format check_arguments(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+void check_aligned(const char* name, const at::Tensor& t) {
+  const auto address = reinterpret_cast<std::uintptr_t>(t.data_ptr());
+  TORCH_CHECK(address % fp8gemm::kPointerAlignment == 0, "gemm: ", name,
+              "'s data must start at a 16-byte aligned address, got one ",
+              address % fp8gemm::kPointerAlignment,
+              " bytes past it (a view at storage offset ", t.storage_offset(),
+              "); pass ", name, ".clone()");
+}
+
+// The operands as the kernels take them.
+struct Arguments {
+  Fp8Format format;
+  // b is (K, N) either row-major (N contiguous) or column-major (K contiguous: b = w.t() for a
+  // weight w stored (N, K), the layout cuBLAS and DeepGEMM take). The tensor-core kernels read
+  // the column-major form as it is and transpose a row-major b on every call.
+  bool b_column_major;
+};
+
+// Checks every argument before anything runs.
+Arguments check_arguments(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                           const at::Tensor& a_scale, const at::Tensor& b_scale) {
   TORCH_CHECK(a.scalar_type() == at::kFloat8_e4m3fnuz ||
                   a.scalar_type() == at::kFloat8_e4m3fn,
@@ -69,15 +87,32 @@ Fp8Format check_arguments(const at::Tensor& out, const at::Tensor& a, const at::
               "gemm: K = a.size(1) must be a positive multiple of 128, got ", k);
   TORCH_CHECK(n > 0 && n % fp8gemm::kScaleBlock == 0,
               "gemm: N = b.size(1) must be a positive multiple of 128, got ", n);
-  TORCH_CHECK(m <= (int64_t{1} << 22) && k <= (int64_t{1} << 24) && n <= (int64_t{1} << 22),
+  TORCH_CHECK(m <= fp8gemm::kMaxM, "gemm: M = a.size(0) must be at most ", fp8gemm::kMaxM,
+              " (65535 tiles of 64 rows), got ", m);
+  TORCH_CHECK(k <= (int64_t{1} << 24) && n <= (int64_t{1} << 22),
               "gemm: shape M x N x K = ", m, " x ", n, " x ", k, " is larger than supported");
   TORCH_CHECK(a.is_contiguous(), "gemm: a must be contiguous (row-major), got strides ",
               a.strides());
-  check_matrix("b", b, {k, n}, "(K, N)", a);
+  TORCH_CHECK(b.dim() == 2 && b.size(0) == k, "gemm: b must have shape (K, N) = (", k, ", N), got ",
+              b.sizes());
+  TORCH_CHECK(b.device() == a.device(), "gemm: b must be on a's device ", a.device(), ", got ",
+              b.device());
+  const bool b_column_major = !b.is_contiguous() && b.t().is_contiguous();
+  TORCH_CHECK(b.is_contiguous() || b_column_major,
+              "gemm: b must be contiguous (row-major, strides (N, 1)) or column-major (strides "
+              "(1, K), e.g. w.t() for w of shape (N, K)), got strides ",
+              b.strides());
   check_matrix("a_scale", a_scale, {k / 128, m}, "(K/128, M)", a);
   check_matrix("b_scale", b_scale, {k / 128, n / 128}, "(K/128, N/128)", a);
   check_matrix("out", out, {m, n}, "(M, N)", a);
-  return a.scalar_type() == at::kFloat8_e4m3fnuz ? Fp8Format::e4m3fnuz : Fp8Format::e4m3fn;
+  check_aligned("a", a);
+  check_aligned("b", b);
+  check_aligned("a_scale", a_scale);
+  check_aligned("b_scale", b_scale);
+  check_aligned("out", out);
+  return Arguments{
+      a.scalar_type() == at::kFloat8_e4m3fnuz ? Fp8Format::e4m3fnuz : Fp8Format::e4m3fn,
+      b_column_major};
 }
 
 template <typename T>
@@ -92,17 +127,48 @@ bool use_sm90() {
   const char* choice = std::getenv("GEMM_CUDA_KERNEL");
   return !(choice != nullptr && std::string(choice) == "mma") && gemm_sm90_available();
 }
+
+int env_int(const char* name, int fallback) {
+  const char* text = std::getenv(name);
+  return text != nullptr && *text != '\0' ? std::atoi(text) : fallback;
+}
+
+// The CUTLASS configuration and tile order for this problem: the dispatch table's choice, or what
+// GEMM_SM90_CONFIG / GEMM_SM90_SWIZZLE / GEMM_SM90_RASTER name (the benchmark times each).
+int sm90_config(int64_t m, int64_t n, int64_t k, Sm90Order* order) {
+  int config = gemm_sm90_choose(m, n, k, order);
+  order->swizzle = env_int("GEMM_SM90_SWIZZLE", order->swizzle);
+  order->raster = env_int("GEMM_SM90_RASTER", order->raster);
+  TORCH_CHECK((order->swizzle == 1 || order->swizzle == 2 || order->swizzle == 4 ||
+               order->swizzle == 8) &&
+                  order->raster >= 0 && order->raster <= 2,
+              "gemm: GEMM_SM90_SWIZZLE must be 1, 2, 4 or 8 and GEMM_SM90_RASTER 0, 1 or 2, got ",
+              order->swizzle, " and ", order->raster);
+  const char* name = std::getenv("GEMM_SM90_CONFIG");
+  if (name == nullptr || *name == '\0') return config;
+  std::string valid;
+  for (int i = 0; i < gemm_sm90_config_count(); ++i) {
+    if (std::string(name) == gemm_sm90_config_name(i)) return i;
+    valid += (i ? ", " : "") + std::string(gemm_sm90_config_name(i));
+  }
+  TORCH_CHECK(false, "gemm: GEMM_SM90_CONFIG='", name, "' is not a configuration; valid: ", valid);
+}
 #endif
 
 }  // namespace
 
 void gemm(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
           const at::Tensor& a_scale, const at::Tensor& b_scale) {
-  const Fp8Format format = check_arguments(out, a, b, a_scale, b_scale);
+  const Arguments args = check_arguments(out, a, b, a_scale, b_scale);
+  const Fp8Format format = args.format;
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+#if defined(CPU_KERNEL) || defined(ROCM_KERNEL)
+  // These kernels read b row-major: a column-major b costs one copy.
+  const at::Tensor b_rows = args.b_column_major ? b.contiguous() : b;
+#endif
 #if defined(CPU_KERNEL)
   TORCH_CHECK(a.is_cpu(), "gemm: this is the CPU build of gemm; a is on ", a.device());
-  gemm_cpu_run(data<uint16_t>(out), data<uint8_t>(a), data<uint8_t>(b), data<float>(a_scale),
+  gemm_cpu_run(data<uint16_t>(out), data<uint8_t>(a), data<uint8_t>(b_rows), data<float>(a_scale),
                data<float>(b_scale), m, n, k, format);
 #elif defined(ROCM_KERNEL)
   int devices = 0;
@@ -118,9 +184,10 @@ void gemm(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
 #else
   const hipStream_t stream = nullptr;
 #endif
-  const hipError_t status =
-      gemm_rocm_run(data<uint16_t>(out), data<uint8_t>(a), data<uint8_t>(b), data<float>(a_scale),
-                    data<float>(b_scale), m, n, k, static_cast<int>(format), stream, nullptr);
+  const hipError_t status = gemm_rocm_run(data<uint16_t>(out), data<uint8_t>(a),
+                                          data<uint8_t>(b_rows), data<float>(a_scale),
+                                          data<float>(b_scale), m, n, k, static_cast<int>(format),
+                                          stream, nullptr);
   TORCH_CHECK(status == hipSuccess, "gemm: HIP launch failed: ", hipGetErrorString(status));
 #elif defined(CUDA_KERNEL)
   TORCH_CHECK(format == Fp8Format::e4m3fn,
@@ -139,10 +206,31 @@ void gemm(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
   TORCH_CHECK(cudaSetDevice(a.get_device()) == cudaSuccess, "gemm: cannot select ", a.device());
   const cudaStream_t stream = nullptr;
 #endif
-  // The tensor-core kernels read b as bt (N x K, K contiguous): one transposing copy, a few
-  // microseconds next to the product.
-  if (use_sm90()) {
-    const at::Tensor bt = b.t().contiguous();
+  const bool sm90 = use_sm90();
+  if (!sm90 && !gemm_cuda_uses_tensor_cores()) {
+    // The portable kernel (before sm_89) reads b row-major.
+    const at::Tensor b_rows = args.b_column_major ? b.contiguous() : b;
+    const cudaError_t status =
+        gemm_cuda_run(data<uint16_t>(out), data<uint8_t>(a), data<uint8_t>(b_rows),
+                      data<float>(a_scale), data<float>(b_scale), m, n, k, stream);
+    TORCH_CHECK(status == cudaSuccess, "gemm: CUDA launch failed: ", cudaGetErrorString(status));
+    return;
+  }
+  // The tensor-core kernels read b as bt (N x K, K contiguous): a column-major b is that already;
+  // a row-major one is transposed into a temporary (2 |b| bytes of memory traffic).
+  at::Tensor bt_storage;
+  const uint8_t* bt = data<uint8_t>(b);
+  if (!args.b_column_major) {
+    bt_storage = at::empty({n, k}, b.options());
+    const cudaError_t status =
+        gemm_cuda_transpose_b(data<uint8_t>(bt_storage), data<uint8_t>(b), k, n, stream);
+    TORCH_CHECK(status == cudaSuccess, "gemm: CUDA launch failed (transposing b): ",
+                cudaGetErrorString(status));
+    bt = data<uint8_t>(bt_storage);
+  }
+  if (sm90) {
+    Sm90Order order{};
+    const int config = sm90_config(m, n, k, &order);
     // CUTLASS's TMA wants a_scale's rows 16-byte aligned: pad M to a multiple of 4 if needed.
     const int64_t a_scale_ld = (m + 3) / 4 * 4;
     at::Tensor a_scale_operand = a_scale;
@@ -150,20 +238,22 @@ void gemm(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
       a_scale_operand = at::zeros({k / 128, a_scale_ld}, a_scale.options());
       a_scale_operand.narrow(1, 0, m).copy_(a_scale);
     }
-    const size_t workspace_bytes = gemm_sm90_workspace_bytes(m, n, k, a_scale_ld);
-    const at::Tensor workspace = at::empty(
-        {static_cast<int64_t>(workspace_bytes)}, a.options().dtype(at::kByte));
-    const cudaError_t status =
-        gemm_sm90_run(data<uint16_t>(out), data<uint8_t>(a), data<uint8_t>(bt),
-                      data<float>(a_scale_operand), a_scale_ld, data<float>(b_scale), m, n, k,
-                      workspace_bytes ? workspace.data_ptr() : nullptr, stream);
-    TORCH_CHECK(status == cudaSuccess, "gemm: CUDA launch failed: ", cudaGetErrorString(status));
+    const size_t workspace_bytes =
+        gemm_sm90_workspace_bytes(config, order, m, n, k, a_scale_ld);
+    at::Tensor workspace;
+    if (workspace_bytes != 0)
+      workspace = at::empty({static_cast<int64_t>(workspace_bytes)}, a.options().dtype(at::kByte));
+    const cudaError_t status = gemm_sm90_run(
+        config, order, data<uint16_t>(out), data<uint8_t>(a), bt, data<float>(a_scale_operand),
+        a_scale_ld, data<float>(b_scale), m, n, k,
+        workspace_bytes != 0 ? workspace.data_ptr() : nullptr, stream);
+    TORCH_CHECK(status == cudaSuccess, "gemm: CUDA launch failed (", gemm_sm90_config_name(config),
+                "): ", cudaGetErrorString(status));
     return;
   }
-  const at::Tensor b_operand = gemm_cuda_uses_tensor_cores() ? b.t().contiguous() : b;
-  const cudaError_t status = gemm_cuda_run(data<uint16_t>(out), data<uint8_t>(a),
-                                           data<uint8_t>(b_operand), data<float>(a_scale),
-                                           data<float>(b_scale), m, n, k, stream);
+  const cudaError_t status = gemm_cuda_run(data<uint16_t>(out), data<uint8_t>(a), bt,
+                                           data<float>(a_scale), data<float>(b_scale), m, n, k,
+                                           stream);
   TORCH_CHECK(status == cudaSuccess, "gemm: CUDA launch failed: ", cudaGetErrorString(status));
 #endif
 }

@@ -1,7 +1,9 @@
 """FP8 block-scaled GEMM: out = (a * a_scale) @ (b * b_scale) in bfloat16.
 
 Scaling is per 128-wide block of K: a_scale[k // 128, m] for a's row m (1 x 128 blocks), and
-b_scale[k // 128, n // 128] for b (128 x 128 blocks); products accumulate in float32.
+b_scale[k // 128, n // 128] for b (128 x 128 blocks); products accumulate in float32. The scales
+multiply each block's partial sum (see gemm.reference), so an infinite scale gives +-inf, or NaN
+where the block sum is 0.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ def gemm(
 
     a: (M, K) and b: (K, N) float8_e4m3fnuz or float8_e4m3fn; a_scale: (K/128, M) and
     b_scale: (K/128, N/128) float32; out: (M, N) bfloat16, allocated when not given.
-    K and N must be multiples of 128.
+    K and N must be multiples of 128, 1 <= M <= 4194240. b may be row-major or column-major
+    (w.t() for w stored (N, K): no copy on the GPU tensor-core paths); every tensor's data must
+    start 16-byte aligned.
     """
     if out is None:
         if a.dim() != 2 or b.dim() != 2:

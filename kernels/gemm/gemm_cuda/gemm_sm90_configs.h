@@ -1,0 +1,47 @@
+// The CUTLASS configurations the H100 path is built with, one translation unit each
+// (gemm_sm90_<name>.cu), and the problem description they share.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace fp8gemm::sm90 {
+
+// One call's operands (layouts in gemm_sm90_kernel.cuh) and the device it runs on.
+struct Problem {
+  uint16_t* out;
+  const uint8_t* a;
+  const uint8_t* bt;
+  const float* a_scale;
+  int64_t a_scale_ld;
+  const float* b_scale;
+  int m, n, k;
+  int device, sm_count;
+  // The tile scheduler's order: swizzle 1, 2, 4 or 8 tiles; raster 0 heuristic, 1 along M, 2
+  // along N (cutlass::gemm::kernel::detail::RasterOrderOptions).
+  int swizzle, raster;
+};
+
+// X(name): every configuration built. The names say schedule, tile (M x N; K is always 128, the
+// scale block), cluster (M x N) and, where not the persistent data-parallel one, the tile scheduler.
+// (A 128 x 192 tile would need b_scale per 64 columns; CUTLASS 4.2's blockwise mainloop does not
+// compile for it: "Stride Divisibility Condition" in its scale-copy partitioning.)
+#define GEMM_SM90_CONFIGS(X)         \
+  X(coop_128x128_c1x2)               \
+  X(coop_128x128_c2x1)               \
+  X(coop_128x128_c1x1)               \
+  X(coop_128x128_c1x2_streamk)       \
+  X(coop_128x128_c1x1_streamk)       \
+  X(pingpong_64x128_c1x1)            \
+  X(pingpong_64x128_c2x1)            \
+  X(pingpong_64x128_c1x2)
+
+#define GEMM_SM90_DECLARE(NAME)                                       \
+  size_t workspace_bytes_##NAME(const Problem& p);                    \
+  cudaError_t run_##NAME(const Problem& p, void* workspace, cudaStream_t stream);
+GEMM_SM90_CONFIGS(GEMM_SM90_DECLARE)
+#undef GEMM_SM90_DECLARE
+
+}  // namespace fp8gemm::sm90

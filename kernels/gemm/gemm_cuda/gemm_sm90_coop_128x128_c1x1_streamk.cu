@@ -1,0 +1,4 @@
+// Cooperative 128 x 128 tiles, no cluster, stream-K.
+#include "gemm_sm90_kernel.cuh"
+
+GEMM_SM90_DEFINE_CONFIG(coop_128x128_c1x1_streamk, Shape<_128, _128, _128>, Shape<_1, _1, _1>, Cooperative, CooperativeEpilogue, StreamK)
