@@ -226,7 +226,7 @@ def test_a_linker_that_cannot_link_is_passed_over_or_named_in_one_error(
 
 
 @requires_rocm_toolchain
-def test_configure_stops_on_an_arch_the_hip_compiler_cannot_build(
+def test_archs_the_hip_compiler_cannot_build_are_left_out_and_none_left_stops_configure(
     project: Callable[[str], Path], tmp_path: Path
 ) -> None:
     root = project("scale_add")
@@ -234,11 +234,20 @@ def test_configure_stops_on_an_arch_the_hip_compiler_cannot_build(
     (root / "build.toml").write_text(text)
     generate_torch(root / "build.toml")
     result = configure(root, tmp_path / "b", "rocm")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert "kernel_scale_add_rocm: skipping 'gfx950' of its rocm-archs" in said
+    assert "clang++-15 (Clang 15.0.6)" in said
+    assert "kernel_scale_add_rocm compiles HIP for gfx90a" in said
+    # A kernel left with no arch at all is an error naming its list and what is supported.
+    (root / "build.toml").write_text(text.replace('["gfx90a", "gfx950"]', '["gfx950"]'))
+    generate_torch(root / "build.toml")
+    result = configure(root, tmp_path / "c", "rocm")
     assert result.returncode != 0
     message = " ".join(result.stderr.split())
-    assert "rocm-archs of kernel_scale_add_rocm lists 'gfx950'" in message
-    assert "clang++-15 (Clang 15.0.6)" in message
-    assert "BUILD2CMAKE_ROCM_ARCHS" in message
+    assert "kernel_scale_add_rocm: none of its rocm-archs (gfx950) can be compiled" in message
+    assert "which supports: gfx" in message and "gfx90a" in message
+    assert "-C cmake.define.BUILD2CMAKE_ROCM_ARCHS=<archs>" in message
 
 
 @requires_nvcc
@@ -288,7 +297,7 @@ else:
 
 
 @requires_nvcc
-def test_configure_stops_on_a_capability_nvcc_cannot_build(
+def test_capabilities_nvcc_cannot_build_are_left_out_and_none_left_stops_configure(
     project: Callable[[str], Path], tmp_path: Path
 ) -> None:
     root = project("scale_add")
@@ -296,7 +305,14 @@ def test_configure_stops_on_a_capability_nvcc_cannot_build(
     (root / "build.toml").write_text(text)
     generate_torch(root / "build.toml")
     result = configure(root, tmp_path / "b", "cuda")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert "kernel_ops_cuda: skipping '3.5' of its cuda-capabilities" in said
+    assert "kernel_ops_cuda compiles CUDA for 9.0a" in said
+    (root / "build.toml").write_text(text.replace('["3.5", "9.0a"]', '["3.5"]'))
+    generate_torch(root / "build.toml")
+    result = configure(root, tmp_path / "c", "cuda")
     assert result.returncode != 0
     message = " ".join(result.stderr.split())
-    assert "cuda-capabilities of kernel_ops_cuda lists '3.5'" in message
-    assert "cannot compile for" in message
+    assert "kernel_ops_cuda: none of its cuda-capabilities (3.5) can be compiled" in message
+    assert "sm_90" in message
