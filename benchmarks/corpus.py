@@ -380,8 +380,15 @@ def first_error(output: str, project_dir: Path) -> str:
         if cmake := _CMAKE_ERROR.match(line):
             # "CMake Error: text", or "CMake Error at file:line (message):" + indented text.
             message = [cmake.group(1)] if cmake.group(1) else []
-            message += [x.strip() for x in lines[index + 1 : index + 6] if x.strip()]
-            return _clip(f"CMake: {' '.join(message[:2])}" if message else line)
+            for x in lines[index + 1 : index + 8]:  # the message runs to the first blank line
+                if x.startswith("Call Stack"):
+                    break
+                if not x.strip():
+                    if message:
+                        break
+                    continue
+                message.append(x.strip())
+            return _clip(f"CMake: {' '.join(message)}" if message else line)
         if line.startswith("build2cmake: error:"):
             if not tool_line:
                 # A message of several lines (e.g. the files a refusal names): its first three.
@@ -417,6 +424,7 @@ def failure_reason(message: str) -> str:
     reason = re.sub(r"^\S*build\.toml: ", "", message)
     reason = re.sub(r"\[kernel\.[^\]]+\]", "[kernel.*]", reason)
     reason = re.sub(r"\b(kernel|target) [A-Za-z0-9_]+", r"\1 …", reason)
+    reason = re.sub(r"\bkernel_[A-Za-z0-9_]+", "kernel_…", reason)  # CMake's kernel targets
     reason = re.sub(r"\[\d+\]", "[N]", reason)
     reason = re.sub(r"'[^']*'", "'…'", reason)
     reason = re.sub(r'"[^"]*"', '"…"', reason)
@@ -681,7 +689,9 @@ def failure_groups(results: Sequence[ProjectResult]) -> list[FailureGroup]:
             failures.append((r.stage.split()[0], r.first_error))
         failures += [(f"build {b.backend}", b.detail) for b in r.backends if _failed(b)]
         for stage, message in failures:
-            groups.setdefault((stage, failure_reason(message)), []).append(short[r.name])
+            # Long messages (a compiler's whole arch list) group on their beginning.
+            reason = failure_reason(message)[:160]
+            groups.setdefault((stage, reason), []).append(short[r.name])
     ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
     return [FailureGroup(stage, reason, sorted(names)) for (stage, reason), names in ordered]
 
