@@ -64,17 +64,22 @@ def stale_variants(
     sources = [p for p in _sources(project, project_dir, build_toml) if p.is_file()]
     newest = max(sources, key=lambda p: p.stat().st_mtime, default=None)
     for variant in built_variants(project, project_dir):
-        reason = _mismatch(project, variant.metadata, ops_id)
+        # What build.toml says first, then a source edited since the build (also why the ops id,
+        # which covers the sources, no longer matches), then the ops id itself.
+        reason = _mismatch(project, variant.metadata, ops_id, check_id=False)
         if reason is None and newest is not None:
             built_at = (build / variant.name / "metadata.json").stat().st_mtime
             if newest.stat().st_mtime > built_at:
                 reason = f"{newest.relative_to(project_dir)} changed after it was built"
+        reason = reason or _mismatch(project, variant.metadata, ops_id, check_id=True)
         if reason is not None:
             stale.append(StaleVariant(variant.name, reason))
     return stale
 
 
-def _mismatch(project: Project, metadata: dict[str, object], ops_id: str) -> str | None:
+def _mismatch(
+    project: Project, metadata: dict[str, object], ops_id: str, *, check_id: bool
+) -> str | None:
     expected: dict[str, object] = {
         "name": metadata_name(project),
         "version": project.version if project.version is not None else 1,
@@ -92,10 +97,10 @@ def _mismatch(project: Project, metadata: dict[str, object], ops_id: str) -> str
         wanted = extension_name(project, str(backend_type), ops_id)
     else:
         return f"backend {backend_type!r} is not one build.toml declares"
-    if metadata.get("id") != wanted:
+    if check_id and metadata.get("id") != wanted:
         return (
-            f"built from another build.toml (extension {metadata.get('id')!r}, now {wanted!r}; "
-            "pass --ops-id if you built with one)"
+            f"built from another build.toml or other sources (extension "
+            f"{metadata.get('id')!r}, now {wanted!r}; pass --ops-id if you built with one)"
         )
     return None
 

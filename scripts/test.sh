@@ -8,4 +8,4 @@ bash scripts/setup.sh
 "$PYTHON" -m ruff check .
 "$PYTHON" -m ruff format --check .
 "$PYTHON" -m mypy
-"$PYTHON" -m pytest "$@"
+"$PYTHON" -m pytest --durations=15 "$@"
