@@ -18,7 +18,7 @@ if command -v hipconfig >/dev/null || [ -x /opt/rocm/bin/hipconfig ]; then
   # Debian 12's 5.2 builds gfx90a and gfx940); configure names the ones it leaves out.
   echo "== compiling the rocm backend (ROCm $rocm_version): pip wheel --no-build-isolation"
   start=$SECONDS
-  "$PYTHON" -m pip wheel --no-build-isolation --no-deps kernels/gemm -w kernels/gemm/build/wheels \
+  "$PYTHON" -m pip wheel -v --no-build-isolation --no-deps kernels/gemm -w kernels/gemm/build/wheels \
     -C cmake.define.BUILD2CMAKE_BACKEND=rocm -C build-dir=build/cmake-rocm 2>&1 \
     | { grep -E "build2cmake: (kernel_|ROCm)" || true; } | sed 's/^ */   /' 
   echo "   built in $((SECONDS - start)) s"
