@@ -286,8 +286,9 @@ function(build2cmake_add_extension name)
     # The module records it (registration.h); _ops.py refuses a torch of another release.
     "BUILD2CMAKE_TORCH_VERSION=\"$<IF:$<BOOL:${BUILD2CMAKE_STABLE_ABI}>,,${BUILD2CMAKE_TORCH_VERSION}>\"")
   # Editable installs rebuild on import without printing the build log (scikit-build-core
-  # captures it); when an import's rebuild (SKBUILD_EDITABLE_SKIP is set then) links the
-  # extension again, this leaves a note that _ops.py prints as one line.
+  # captures it); when a scikit-build-core build (SKBUILD_EDITABLE_SKIP is set then: an import's
+  # rebuild, or pip's own build) links the extension again, this leaves a note that _ops.py
+  # prints as one line at the next import.
   add_custom_command(TARGET ${name} POST_BUILD
     COMMAND "${Python_EXECUTABLE}" -c
       "import os, sys; os.environ.get('SKBUILD_EDITABLE_SKIP') and open(sys.argv[1], 'w').write(sys.argv[2])"

@@ -74,13 +74,14 @@ def _check_torch(name: str, built_with: str) -> None:
 
 def _report_rebuild() -> None:
     # An editable install rebuilds on import and prints nothing (SKBUILD_EDITABLE_VERBOSE=1
-    # shows the build log); the build leaves this note when it linked the extension again.
+    # shows the build log); a build that links the extension leaves this note (pip install -e's
+    # build too, so the first import after an install says so as well).
     project = pathlib.Path(__file__).resolve().parents[2]
     note = project / "build/cmake/build2cmake-rebuilt"
     with contextlib.suppress(OSError):
         name = note.read_text()
         note.unlink()
-        print(f"build2cmake: rebuilt {name}", file=sys.stderr)
+        print(f"build2cmake: {name} was rebuilt since the last import", file=sys.stderr)
 
 
 _NAMESPACE = _load_extension()
