@@ -98,7 +98,12 @@ def read_editioned(
             noarch = sections.noarch(r, data["torch-noarch"])
         elif framework == "tvm-ffi":
             tvm = sections.tvm_ffi(r, data["tvm-ffi"])
-    if not multi_stable_abi and isinstance(data.get("torch", {}).get("stable-abi"), Mapping):
+    torch_data = data.get("torch")
+    if (
+        not multi_stable_abi
+        and isinstance(torch_data, Mapping)
+        and isinstance(torch_data.get("stable-abi"), Mapping)
+    ):
         r.fail("[torch].stable-abi", "a per-backend table needs edition 5; give one version")
 
     found = sections.kernels(r, data, KNOWN_BACKENDS)
