@@ -15,10 +15,9 @@ from typing import Any
 import tomlkit
 from tomlkit.items import Table
 
+from build2cmake.config.sections import HUB_NAME
 from build2cmake.errors import BuildConfigError, BuildConfigErrors
 from build2cmake.model import Project
-
-_HUB_NAME = re.compile(r"[a-z][-a-z0-9]*[a-z0-9]")
 
 
 def to_edition5(document: tomlkit.TOMLDocument, project: Project, build_toml: Path) -> None:
@@ -26,7 +25,7 @@ def to_edition5(document: tomlkit.TOMLDocument, project: Project, build_toml: Pa
     general = document["general"]
     assert isinstance(general, MutableMapping)
     problems: list[BuildConfigError] = []
-    if not _HUB_NAME.fullmatch(project.name):
+    if not HUB_NAME.fullmatch(project.name):
         suggestion = re.sub(r"[^a-z0-9-]+", "-", project.name.lower()).strip("-")
         problems.append(
             BuildConfigError(
