@@ -81,7 +81,7 @@ if has bench; then
     echo "== DeepGEMM build and warm-up:"; tail -15 "$OUT/deepgemm.log"
     BENCH_ARGS="${BENCH_ARGS:-} --deepgemm"
   fi
-  timeout 240 python3 benchmarks/gemm_cuda.py ${BENCH_ARGS:-} --out "$OUT/RESULTS.md" 2>&1 \
+  timeout 330 python3 benchmarks/gemm_cuda.py ${BENCH_ARGS:-} --out "$OUT/RESULTS.md" 2>&1 \
     | tee "$OUT/bench.log" | tail -16
 fi
 if has explore; then

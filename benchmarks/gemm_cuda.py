@@ -18,7 +18,9 @@ read from gemm_sm90_configs.h) at every shape and writes that matrix.
 
 Timing: CUDA events around a batch of 10 calls (median of --runs batches after --warmup calls);
 the calls cycle over enough input sets that together they exceed twice the L2 cache, so no call
-finds its operands in L2 from the previous one. TFLOP/s = 2 M N K / time per call.
+finds its operands in L2 from the previous one. TFLOP/s = 2 M N K / time per call. A second table
+replays the same batch of calls (ours, cuBLAS, DeepGEMM) from a CUDA graph: where the host's
+launch work per call exceeds the kernel's time (small problems), that is the kernel's own rate.
 """
 
 from __future__ import annotations
@@ -173,6 +175,34 @@ def time_ms(calls: list[Callable[[], object]], warmup: int, runs: int) -> float:
     return statistics.median(batches_ms(calls, warmup, runs))
 
 
+def graph_ms(calls: list[Callable[[], object]], warmup: int, runs: int) -> float:
+    """Milliseconds per call when a CUDA graph of BATCH calls is replayed (median of `runs`
+    replays): the GPU's own time, with no launch work on the host between the calls."""
+    for i in range(warmup):
+        calls[i % len(calls)]()
+    side = torch.cuda.Stream()  # capture wants its warm-up calls on the capturing stream's kind
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for i in range(len(calls)):
+            calls[i]()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(BATCH):
+            calls[i % len(calls)]()
+    graph.replay()
+    times = []
+    for _ in range(runs):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / BATCH)
+    del graph
+    return statistics.median(times)
+
+
 def host_us(calls: list[Callable[[], object]], count: int = 50) -> float:
     """Microseconds the CPU spends per call (launches only; the GPU runs behind): when this
     approaches the GPU time per call, the GPU waits for the host."""
@@ -325,6 +355,13 @@ def main() -> None:
         "| M x N x K | ours | cuBLAS | DeepGEMM (where run) |",
         "|---|---|---|---|",
     ]
+    graph_lines = [
+        "",
+        "Replayed from a CUDA graph (no host work between calls: the kernels' own rates), TFLOP/s",
+        "",
+        "| M x N x K | ours | cuBLAS | DeepGEMM | ours/cuBLAS | ours/DeepGEMM |",
+        "|---|---|---|---|---|---|",
+    ]
     print(header, flush=True)
     for m, n, k in shapes:
         sets = make_sets(m, n, k, seed=m + n + k)
@@ -369,6 +406,19 @@ def main() -> None:
             )
             + " |"
         )
+        graphed: dict[str, float] = {}
+        graph_text: dict[str, str] = {}
+        with Env("GEMM_SM90_CONFIG", None):
+            for name, calls in rivals.items():
+                try:
+                    graphed[name] = graph_ms(calls, args.warmup, args.runs)
+                    graph_text[name] = tflops(m, n, k, graphed[name])
+                except RuntimeError as failure:
+                    graph_text[name] = "capture failed: " + str(failure).splitlines()[0][:60]
+        rivals_order = ("ours", "cuBLAS", "DeepGEMM")
+        cells = [graph_text.get(c, text.get(c, "-")) for c in rivals_order]
+        cells += [ratio(graphed, c) if "ours" in graphed else "-" for c in rivals_order[1:]]
+        graph_lines.append(f"| {m} x {n} x {k} | " + " | ".join(cells) + " |")
         times["deq+bf16"] = time_ms([dequantised_bf16(s) for s in sets], 3, max(5, args.runs // 3))
         text["deq+bf16"] = tflops(m, n, k, times["deq+bf16"])
         for rival in ("cuBLAS", "DeepGEMM"):  # a rival that computes something else has no rate
@@ -379,7 +429,7 @@ def main() -> None:
         lines.append(row)
         # The table so far, after every shape: a run cut short keeps what it measured.
         if args.out:
-            Path(args.out).write_text("\n".join(lines + host_lines) + "\n")
+            Path(args.out).write_text("\n".join(lines + host_lines + graph_lines) + "\n")
         print(row, "errors:", {c: f"{e:.2e}" for c, e in errors.items()}, flush=True)
 
         bad = {c: e for c, e in errors.items() if c.startswith(("ours", "mma")) and not e < 1e-2}
@@ -416,7 +466,7 @@ def main() -> None:
             print(row, flush=True)
         del sets, x, ref
         torch.cuda.empty_cache()
-    print("\n".join(lines + host_lines))
+    print("\n".join(lines + host_lines + graph_lines))
     if args.explore:
         Path(args.explore).write_text("\n".join(explore + orders) + "\n")
         print("\n".join(explore + orders))

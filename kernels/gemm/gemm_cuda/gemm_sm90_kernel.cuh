@@ -13,6 +13,7 @@
 // parallel; gemm_sm90.cu holds the table that chooses one per problem.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -103,13 +104,35 @@ struct Config {
 
   static size_t workspace_bytes(const Problem& p) { return Gemm::get_workspace_size(arguments(p)); }
 
+  // The kernel's shared memory (over the 48 KB a launch gets by default) is an opt-in per device
+  // that lasts for the process: made once per device here, where CUTLASS's
+  // GemmUniversalAdapter::initialize repeats it (a driver call) before every launch.
+  static cudaError_t opt_in_shared_memory(int device) {
+    constexpr int kSmemBytes = GemmKernel::SharedStorageSize;
+    if constexpr (kSmemBytes < (48 << 10)) {
+      return cudaSuccess;
+    } else {
+      static std::atomic<uint64_t> done{0};  // bit d: device d has opted in
+      const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
+      if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
+      const cudaError_t status = cudaFuncSetAttribute(
+          cutlass::device_kernel<GemmKernel>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+          kSmemBytes);
+      if (status == cudaSuccess) done.fetch_or(bit, std::memory_order_release);
+      return status;
+    }
+  }
+
+  // What GemmUniversalAdapter's initialize + run do, with the opt-in above made once.
   static cudaError_t run(const Problem& p, void* workspace, cudaStream_t stream) {
     const typename Gemm::Arguments args = arguments(p);
-    Gemm gemm;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess)
+    if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
+    if (GemmKernel::initialize_workspace(args, workspace, stream) != cutlass::Status::kSuccess)
       return cudaErrorLaunchFailure;
-    if (gemm.run(stream) != cutlass::Status::kSuccess) {
+    if (const cudaError_t status = opt_in_shared_memory(p.device); status != cudaSuccess)
+      return status;
+    typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(args, workspace);
+    if (Gemm::run(params, stream) != cutlass::Status::kSuccess) {
       const cudaError_t error = cudaGetLastError();
       return error != cudaSuccess ? error : cudaErrorLaunchFailure;
     }
