@@ -3,9 +3,11 @@
 # its tests, then the stages MODE (first argument) names, or $STAGES (space-separated):
 #   final    = sanitize bench: compute-sanitizer's memcheck, racecheck, synccheck and initcheck,
 #              then the benchmark (ours, cuBLAS, and DeepGEMM when DEEPGEMM names its source)
-#   explore  = explore ncu race: every CUTLASS configuration and tile order at every shape, ncu
-#              profiles, the racecheck reproduction (benchmarks/racecheck_repro.cu) and racecheck
-#              per configuration
+#   explore  = explore ncu race: every CUTLASS configuration and tile order at every shape
+#              ($EXPLORE_SHAPES: M,N,K;... to choose them), ncu profiles, the racecheck
+#              reproduction (benchmarks/racecheck_repro.cu) and racecheck per configuration
+#   host     = where the host's time per call goes (benchmarks/host_overhead.py; nsys's CUDA API
+#              summary of it when nsys is installed)
 # Writes logs and tables under $OUT (at most 8 files come back from the device tool).
 # Run from the repository root; wheels missing there travel in $WHL_DIR (default .whl, not
 # committed):
@@ -86,8 +88,19 @@ if has bench; then
 fi
 if has explore; then
   timeout 300 python3 benchmarks/gemm_cuda.py --explore "$OUT/explore.md" --out "$OUT/RESULTS.md" \
-    > "$OUT/bench.log" 2>&1
+    ${EXPLORE_SHAPES:+--shapes "$EXPLORE_SHAPES"} > "$OUT/bench.log" 2>&1
   echo "benchmark: exit $?"; cat "$OUT/explore.md"; tail -16 "$OUT/bench.log"
+fi
+if has host; then
+  configs=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import gemm_cuda; print(*gemm_cuda.sm90_configs())")
+  CONFIGS="$configs" timeout 120 python3 benchmarks/host_overhead.py 2>&1 | tee "$OUT/host.log"
+  if command -v nsys >/dev/null; then
+    timeout 150 nsys profile -q -t cuda,osrt -o /tmp/host -f true python3 benchmarks/host_overhead.py \
+      > /dev/null 2>&1
+    timeout 120 nsys stats -q -r cuda_api_sum /tmp/host.nsys-rep 2>&1 | head -40 | tee -a "$OUT/host.log"
+  else
+    echo "nsys: not installed" | tee -a "$OUT/host.log"
+  fi
 fi
 if has ncu; then
   # Where each shape loses: the table's choice, one call per shape (b column-major, then
