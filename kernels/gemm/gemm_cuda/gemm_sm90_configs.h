@@ -26,21 +26,19 @@ struct Problem {
 
 // X(name): every configuration built. The names say schedule, tile (M x N; K is always 128, the
 // scale block), cluster (M x N) and, where not the persistent data-parallel one, the tile scheduler.
-// A trailing _eMxN names the epilogue's store tile where it is not CUTLASS's choice.
-// (A 128 x 192 tile would need b_scale per 64 or 32 columns; CUTLASS 4.2's blockwise mainloop
-// compiles for neither: "Stride Divisibility Condition" in its scale-copy partitioning, and for 32
-// also "Accumulator and scaleB must have same shape" in its promotion.)
-#define GEMM_SM90_CONFIGS(X)      \
-  X(coop_128x128_c1x2)            \
-  X(coop_128x128_c2x1)            \
-  X(coop_128x128_c1x1)            \
-  X(coop_128x128_c1x2_streamk)    \
-  X(coop_128x128_c1x1_streamk)    \
-  X(pingpong_64x128_c1x1)         \
-  X(pingpong_64x128_c2x1)         \
-  X(pingpong_64x128_c1x2)         \
-  X(pingpong_64x128_c1x1_e64x128) \
-  X(coop_128x128_c1x1_e128x64)
+// Tried and left out: a 128 x 192 tile (b_scale expanded to 64 or 32 columns per scale): CUTLASS
+// 4.2's blockwise mainloop compiles for neither ("Stride Divisibility Condition" in its scale-copy
+// partitioning; for 32 also "Accumulator and scaleB must have same shape"); larger epilogue store
+// tiles (64 x 128 ping-pong, 128 x 64 cooperative): no faster at any shape (benchmarks/RESULTS.md).
+#define GEMM_SM90_CONFIGS(X)         \
+  X(coop_128x128_c1x2)               \
+  X(coop_128x128_c2x1)               \
+  X(coop_128x128_c1x1)               \
+  X(coop_128x128_c1x2_streamk)       \
+  X(coop_128x128_c1x1_streamk)       \
+  X(pingpong_64x128_c1x1)            \
+  X(pingpong_64x128_c2x1)            \
+  X(pingpong_64x128_c1x2)
 
 #define GEMM_SM90_DECLARE(NAME)                                       \
   size_t workspace_bytes_##NAME(const Problem& p);                    \

@@ -33,7 +33,7 @@
 namespace fp8gemm::sm90 {
 
 template <class TileShape, class ClusterShape, class MainloopSchedule, class EpilogueSchedule,
-          class TileScheduler, class EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto>
+          class TileScheduler>
 struct Config {
   using ElementA = cutlass::float_e4m3_t;
   using ElementB = cutlass::float_e4m3_t;
@@ -52,7 +52,7 @@ struct Config {
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      EpilogueTile, float, float, void, LayoutD, kAlignmentD,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlignmentD,
       ElementD, LayoutD, kAlignmentD, EpilogueSchedule>::CollectiveOp;
 
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
