@@ -239,7 +239,7 @@ def _generate_locked(
             )
     written = write_fileset_locked(fileset, folder, force=force)
     skipped = project.skipped_backends if project.framework == "torch" else ()
-    return GenerateReport(written, skipped, project.warnings)
+    return GenerateReport(written, skipped, (*project.warnings, *written.warnings))
 
 
 def build(

@@ -60,13 +60,25 @@ class FileSet:
     """Paths (relative to the target folder) mapped to the bytes generate wants there."""
 
     files: dict[PurePosixPath, bytes] = field(default_factory=dict)
+    # Files a project may ship a copy of its own (kernel-builder's registration.h, committed by
+    # its authors): the macros such a copy must define for generate to use it instead of ours.
+    own_copy_defines: dict[PurePosixPath, tuple[str, ...]] = field(default_factory=dict)
 
-    def add(self, path: str | PurePosixPath, content: str | bytes) -> None:
-        """Add one file; adding the same path twice is a bug in the caller."""
+    def add(
+        self,
+        path: str | PurePosixPath,
+        content: str | bytes,
+        own_copy_defines: tuple[str, ...] = (),
+    ) -> None:
+        """Add one file; adding the same path twice is a bug in the caller. With
+        `own_copy_defines`, a copy the project ships that #defines all of those names is used
+        as it is (and stays the project's) instead of being refused."""
         key = PurePosixPath(path)
         if key in self.files:
             raise ValueError(f"FileSet: {key} added twice")
         self.files[key] = content.encode("utf-8") if isinstance(content, str) else content
+        if own_copy_defines:
+            self.own_copy_defines[key] = own_copy_defines
 
     def __iter__(self) -> Iterator[PurePosixPath]:
         return iter(sorted(self.files))
@@ -152,6 +164,7 @@ def write_fileset_locked(fileset: FileSet, folder: ProjectFolder, *, force: bool
     to_write: list[PurePosixPath] = []
     unchanged: list[str] = []
     refused: list[str] = []
+    project_own: list[PurePosixPath] = []
     for path in fileset:
         _check_parents(folder, path)
         content = fileset.files[path]
@@ -170,6 +183,8 @@ def write_fileset_locked(fileset: FileSet, folder: ProjectFolder, *, force: bool
             unchanged.append(str(path))
         elif force or (current is not None and recorded.get(str(path)) == content_hash(current)):
             to_write.append(path)
+        elif current is not None and _defines_all(current, fileset.own_copy_defines.get(path, ())):
+            project_own.append(path)
         else:
             refused.append(str(path))
     if refused:
@@ -193,15 +208,34 @@ def write_fileset_locked(fileset: FileSet, folder: ProjectFolder, *, force: bool
     folder.remove_stale_temporaries([*fileset, PurePosixPath(MANIFEST_NAME)])
     for path in to_write:
         folder.write_atomic(path, fileset.files[path])
-    manifest = Manifest(files={str(p): content_hash(fileset.files[p]) for p in fileset})
+    # The project's own copies are not ours: the manifest leaves them out, so clean keeps them.
+    manifest = Manifest(
+        files={str(p): content_hash(fileset.files[p]) for p in fileset if p not in project_own}
+    )
     new_manifest = manifest.to_bytes()
     if current_bytes(folder, MANIFEST_NAME) != new_manifest:
         folder.write_atomic(MANIFEST_NAME, new_manifest)
+    own_notes = tuple(
+        f"{p}: using the project's own copy (it defines "
+        f"{', '.join(fileset.own_copy_defines[p])}) instead of build2cmake's, which also records "
+        "the torch version the build was compiled against for the import check; --force "
+        "replaces it"
+        for p in project_own
+    )
     return WriteReport(
         tuple(str(p) for p in to_write),
         tuple(unchanged),
         tuple(removed),
-        previous.ignored if previous else (),
+        (*(previous.ignored if previous else ()), *own_notes),
+    )
+
+
+def _defines_all(content: bytes, names: tuple[str, ...]) -> bool:
+    """Whether C/C++ source `content` has a #define of every one of `names` (none: False)."""
+    text = content.decode("utf-8", errors="replace")
+    return bool(names) and all(
+        re.search(rf"^[ \t]*#[ \t]*define[ \t]+{re.escape(name)}\b", text, re.MULTILINE)
+        for name in names
     )
 
 

@@ -187,6 +187,11 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
         static = rocm_discovery_module().read_text(encoding="utf-8")
         files.add("cmake/build2cmake_find_rocm.cmake", f"# {header}\n{static}")
     files.add("cmake/build2cmake_metadata.py", copied("common/build2cmake_metadata.py"))
-    files.add("torch-ext/registration.h", render("registration.h.j2"))
+    # Projects made with kernel-builder often ship its registration.h: used as it is when it
+    # defines what the binding's macros need (the stable-ABI ones for a stable-ABI build).
+    needs: tuple[str, ...] = ("TORCH_LIBRARY_EXPAND", "REGISTER_EXTENSION")
+    if project.torch is not None and project.torch.stable_abi:
+        needs += ("STABLE_TORCH_LIBRARY_EXPAND",)
+    files.add("torch-ext/registration.h", render("registration.h.j2"), own_copy_defines=needs)
     files.add(PurePosixPath("torch-ext") / package / "_ops.py", render("_ops.py.j2"))
     return files
