@@ -26,13 +26,17 @@ for name in "$@"; do
   cp -r "$corpus/$name" "$work"
   log=$out/$name.log
   start=$SECONDS
-  # A project may ship files generate writes (an old registration.h): replace them in the copy.
-  python3 -m build2cmake generate-torch "$work/build.toml" --force >"$log" 2>&1
-  if grep -q "kernels.get_kernel(\"kernels-community/$name\"" -r "$work/tests" 2>/dev/null; then
+  # A project may ship other files generate writes: then replace them in the copy (--force).
+  python3 -m build2cmake generate-torch "$work/build.toml" >"$log" 2>&1 \
+    || python3 -m build2cmake generate-torch "$work/build.toml" --force >>"$log" 2>&1
+  # Tests that load the kernel from the Hub by its repo id get this build instead (LOCAL_KERNELS).
+  repo_id=$(grep -rhoE "kernels\.get_kernel\(\"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\"" "$work/tests" \
+    2>/dev/null | head -1 | sed -E 's/.*\("([^"]+)"/\1/')
+  if [ -n "$repo_id" ]; then
     python3 -m build2cmake build "$work/build.toml" --backend cuda \
       -D BUILD2CMAKE_CUDA_CAPABILITIES=9.0a -D BUILD2CMAKE_CUDA_CAPABILITIES_OVERRIDE=ON >>"$log" 2>&1
     built=$?
-    export LOCAL_KERNELS="kernels-community/$name=$work"
+    export LOCAL_KERNELS="$repo_id=$work"
   else
     python3 -m pip install -q --no-build-isolation --no-deps -e "$work" "${capabilities[@]}" \
       >>"$log" 2>&1
