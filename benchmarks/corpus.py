@@ -740,7 +740,12 @@ def markdown(
     lines = [
         title,
         "",
-        (f"In the chroot {chroot}. " if chroot else "")
+        # The chroot's folder is this machine's; what it holds is the part in parentheses.
+        (
+            f"In scripts/rocm-chroot.sh's chroot ({str(chroot).rpartition(' (')[2]}. "
+            if chroot
+            else ""
+        )
         + f"{meta['date']}; build2cmake {meta['build2cmake']}; {meta['machine']}; "
         f"torch {meta['torch']}; stage {meta['stage']}; backends asked: {meta['backends']}; "
         f"-j {meta['jobs']}; timeout {meta['timeout']} s per project"
