@@ -403,10 +403,12 @@ def first_error(output: str, project_dir: Path) -> str:
             return _clip(f"CMake: {' '.join(message)}" if message else line)
         if line.startswith("build2cmake: error:"):
             if not tool_line:
-                # A message of several lines (e.g. the files a refusal names): its first three.
-                following = []
-                for x in lines[index : index + 3]:
-                    if not x.startswith("build2cmake: error:"):
+                # A message of several lines (e.g. the files a refusal names): its first three,
+                # whether its continuation lines repeat the prefix or are indented under it.
+                following = [line.removeprefix("build2cmake: error:").strip()]
+                for x in lines[index + 1 : index + 3]:
+                    other = x.startswith(("+ ", "CMake ", "-- ", "build2cmake: "))
+                    if not x.strip() or (other and not x.startswith("build2cmake: error:")):
                         break
                     following.append(x.removeprefix("build2cmake: error:").strip())
                 tool_line = " ".join(following)
