@@ -3,6 +3,7 @@
     PYTHONPATH=<checkout> python benchmarks/corpus.py ROOT... [--stage validate|generate|build]
         [--backends cpu,rocm[,cuda]] [-j 2] [--timeout 1200] [--budget SECONDS] [-D NAME=VALUE]...
         [--only GLOB]... [--json FILE [--resume]] [--markdown FILE|-] [--logs DIR] [--keep]
+        [--rocm-chroot]
 
 A project is a folder holding a build.toml (folders inside a project are not searched further;
 a build.toml with Jinja placeholders, such as kernel-builder's `init` template, is a template and
@@ -30,6 +31,12 @@ be read while it goes and continued with --resume; --markdown writes the table s
 Markdown file (benchmarks/RESULTS.md), replacing an earlier one. --timeout bounds each project's
 checks, and again its builds. Ctrl-C or SIGTERM ends the running command's process group and
 still writes the results so far.
+
+--rocm-chroot runs the whole thing again inside the ROCm chroot of scripts/rocm-chroot.sh
+(Debian sid: ROCm 6.4, clang-21, rocThrust, a CPU torch; made first when it is not cached; needs
+root), with the ROOTs and the folders of --json, --markdown, --logs and --work-dir mounted at
+their own paths; use it with --backends rocm. Its --markdown section is a separate one
+("rocm in the ROCm chroot"), so the host's table and the chroot's stand side by side.
 """
 
 from __future__ import annotations
@@ -82,6 +89,11 @@ PYTHON_MODULE = (
 )
 SECTION_BEGIN = "<!-- corpus.py begin -->"
 SECTION_END = "<!-- corpus.py end -->"
+# The section of a --rocm-chroot run: its own markers, so it does not replace the host's.
+CHROOT_SECTION_BEGIN = "<!-- corpus.py rocm-chroot begin -->"
+CHROOT_SECTION_END = "<!-- corpus.py rocm-chroot end -->"
+REPO = Path(__file__).resolve().parent.parent
+CHROOT_SCRIPT = REPO / "scripts" / "rocm-chroot.sh"
 
 
 @dataclass(frozen=True)
@@ -391,10 +403,12 @@ def first_error(output: str, project_dir: Path) -> str:
             return _clip(f"CMake: {' '.join(message)}" if message else line)
         if line.startswith("build2cmake: error:"):
             if not tool_line:
-                # A message of several lines (e.g. the files a refusal names): its first three.
-                following = []
-                for x in lines[index : index + 3]:
-                    if not x.startswith("build2cmake: error:"):
+                # A message of several lines (e.g. the files a refusal names): its first three,
+                # whether its continuation lines repeat the prefix or are indented under it.
+                following = [line.removeprefix("build2cmake: error:").strip()]
+                for x in lines[index + 1 : index + 3]:
+                    other = x.startswith(("+ ", "CMake ", "-- ", "build2cmake: "))
+                    if not x.strip() or (other and not x.startswith("build2cmake: error:")):
                         break
                     following.append(x.removeprefix("build2cmake: error:").strip())
                 tool_line = " ".join(following)
@@ -721,10 +735,20 @@ def markdown(
     results: Sequence[ProjectResult], meta: dict[str, object], summary: dict[str, object]
 ) -> str:
     """The section for benchmarks/RESULTS.md: how it ran, the table, totals, failure groups."""
+    chroot = meta.get("chroot")
+    title = "## The kernel corpus (benchmarks/corpus.py)"
+    if chroot:
+        title = "## The kernel corpus, rocm in the ROCm chroot (benchmarks/corpus.py --rocm-chroot)"
     lines = [
-        "## The kernel corpus (benchmarks/corpus.py)",
+        title,
         "",
-        f"{meta['date']}; build2cmake {meta['build2cmake']}; {meta['machine']}; "
+        # The chroot's folder is this machine's; what it holds is the part in parentheses.
+        (
+            f"In scripts/rocm-chroot.sh's chroot ({str(chroot).rpartition(' (')[2]}. "
+            if chroot
+            else ""
+        )
+        + f"{meta['date']}; build2cmake {meta['build2cmake']}; {meta['machine']}; "
         f"torch {meta['torch']}; stage {meta['stage']}; backends asked: {meta['backends']}; "
         f"-j {meta['jobs']}; timeout {meta['timeout']} s per project"
         + (f"; builds started within {meta['budget']} s" if meta["budget"] else "")
@@ -774,17 +798,23 @@ def _totals_line(summary: dict[str, object]) -> str:
     )
 
 
-def write_markdown(path: str, section: str) -> None:
-    """Print the section (`-`), or put it into a Markdown file, replacing an earlier one."""
+def write_markdown(path: str, section: str, chroot: bool = False) -> None:
+    """Print the section (`-`), or put it into a Markdown file, replacing an earlier one.
+
+    A --rocm-chroot run's section has markers of its own: it replaces only an earlier one of those.
+    """
     if path == "-":
         print(section)
         return
+    begin, end = (
+        (CHROOT_SECTION_BEGIN, CHROOT_SECTION_END) if chroot else (SECTION_BEGIN, SECTION_END)
+    )
     target = Path(path)
     text = target.read_text("utf-8") if target.exists() else "# Measured results\n"
-    block = f"{SECTION_BEGIN}\n{section}{SECTION_END}"
-    if SECTION_BEGIN in text and SECTION_END in text:
-        before, _, rest = text.partition(SECTION_BEGIN)
-        _, _, after = rest.partition(SECTION_END)
+    block = f"{begin}\n{section}{end}"
+    if begin in text and end in text:
+        before, _, rest = text.partition(begin)
+        _, _, after = rest.partition(end)
         text = before + block + after
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
@@ -828,7 +858,9 @@ def run_metadata(args: argparse.Namespace, toolchains: Toolchains) -> dict[str, 
     )
     location = probe.stdout.strip() or f"not importable: {probe.stderr.strip()[-200:]}"
     revision = "?"
-    if probe.returncode == 0:
+    if args.revision:  # the run outside the chroot, which has no git, said which
+        revision = args.revision
+    elif probe.returncode == 0:
         checkout = Path(location).parent.parent
         git = subprocess.run(
             ["git", "-C", str(checkout), "describe", "--always", "--dirty"],
@@ -858,8 +890,86 @@ def run_metadata(args: argparse.Namespace, toolchains: Toolchains) -> dict[str, 
         "cxx": _with_version(toolchains.cxx, "++"),
         "hipcc": _with_version(toolchains.hipcc, "HIP version"),
         "nvcc": _with_version(toolchains.nvcc, "release"),
-        "command": "python benchmarks/corpus.py " + " ".join(sys.argv[1:]),
+        "command": "python benchmarks/corpus.py " + " ".join(_shown_arguments(args)),
+        "chroot": args.in_chroot,
     }
+
+
+def _shown_arguments(args: argparse.Namespace) -> list[str]:
+    """This run's arguments as the user gave them (in the chroot: the outer --rocm-chroot run)."""
+    if args.in_chroot is None:
+        return sys.argv[1:]
+    shown = list(sys.argv[1:])
+    for hidden in ("--in-chroot", "--revision"):
+        if hidden in shown:
+            index = shown.index(hidden)
+            del shown[index : index + 2]
+    return [*shown, "--rocm-chroot"]
+
+
+def chroot_arguments(args: argparse.Namespace) -> tuple[list[str], list[Path]]:
+    """This run's arguments for the run inside the chroot, every path absolute, and the folders
+    that run needs mounted (the ROOTs and where its outputs go; the repository always is)."""
+    inner: list[str] = [str(root.resolve()) for root in args.roots]
+    binds = [root.resolve() for root in args.roots]
+    inner += ["--stage", args.stage, "--backends", ",".join(args.backends)]
+    inner += ["-j", str(args.jobs), "--timeout", str(args.timeout)]
+    if args.budget:
+        inner += ["--budget", str(args.budget)]
+    for define in args.defines:
+        inner += ["-D", define]
+    for pattern in args.only:
+        inner += ["--only", pattern]
+    outputs: list[tuple[str, Path | None, bool]] = [
+        ("--json", args.json, False),
+        ("--markdown", None if args.markdown in (None, "-") else Path(args.markdown), False),
+        ("--logs", args.logs, True),
+        ("--work-dir", args.work_dir, True),
+    ]
+    for option, path, is_folder in outputs:
+        if path is None:
+            continue
+        path = path.resolve()
+        if is_folder:
+            path.mkdir(parents=True, exist_ok=True)
+        binds.append(path if is_folder else path.parent)
+        inner += [option, str(path)]
+    if args.markdown == "-":
+        inner += ["--markdown", "-"]
+    inner += ["--resume"] if args.resume else []
+    inner += ["--keep"] if args.keep else []
+    kept: list[Path] = []
+    for folder in binds:
+        if folder != REPO and REPO not in folder.parents and folder not in kept:
+            kept.append(folder)
+    return inner, kept
+
+
+def run_in_chroot(args: argparse.Namespace) -> int:
+    """Make (or reuse) the ROCm chroot and run this script inside it with the same arguments."""
+    ensure = subprocess.run(
+        ["bash", str(CHROOT_SCRIPT), "ensure"], stdout=subprocess.PIPE, text=True, check=False
+    )
+    if ensure.returncode != 0:
+        print("--rocm-chroot: no chroot could be made (see above)", file=sys.stderr)
+        return 2
+    label = ensure.stdout.strip().splitlines()[-1]
+    print(f"--rocm-chroot: running in {label}", flush=True)
+    inner, binds = chroot_arguments(args)
+    # The checkout that runs there is this one (rocm-chroot.sh puts it on PYTHONPATH).
+    git = subprocess.run(
+        ["git", "-C", str(REPO), "describe", "--always", "--dirty"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    inner += ["--revision", f"{REPO.name} @ {git.stdout.strip() or '?'}"]
+    command = ["bash", str(CHROOT_SCRIPT), "run"]
+    for folder in binds:
+        command += ["--bind", str(folder)]
+    command += ["--", "python", str(Path(__file__).resolve()), *inner, "--in-chroot", label]
+    # The chroot starts in the current folder, which must be mounted there: the repository is.
+    return subprocess.run(command, cwd=REPO, check=False).returncode
 
 
 def _with_version(program: str | None, marker: str) -> str | None:
@@ -912,7 +1022,7 @@ def report(
         for g in groups:
             print(f"  {len(g.projects):3d}  {g.stage}: {g.reason}  ({', '.join(g.projects)})")
     if markdown_path:
-        write_markdown(markdown_path, markdown(results, meta, summary))
+        write_markdown(markdown_path, markdown(results, meta, summary), bool(meta.get("chroot")))
 
 
 def render_only(path: Path, markdown_path: str | None) -> int:
@@ -994,6 +1104,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--logs", type=Path, metavar="DIR", help="keep every step's output here")
     parser.add_argument("--work-dir", type=Path, help="where the temporary copies go")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copies")
+    parser.add_argument(
+        "--rocm-chroot",
+        action="store_true",
+        help="run inside scripts/rocm-chroot.sh's chroot (ROCm 6.4; needs root); see above",
+    )
+    # Set by --rocm-chroot for the run inside: the chroot's description, for the record.
+    parser.add_argument("--in-chroot", metavar="LABEL", help=argparse.SUPPRESS)
+    parser.add_argument("--revision", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     for root in args.roots:
         if not root.is_dir():
@@ -1006,6 +1124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give at least one ROOT folder")
     if args.jobs < 1 or args.timeout <= 0:
         parser.error("-j and --timeout must be positive")
+    if args.rocm_chroot:
+        return run_in_chroot(args)
 
     # A terminated run ends like an interrupted one: the running command's process group is
     # ended, temporary copies removed, and the results so far written.

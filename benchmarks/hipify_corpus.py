@@ -46,6 +46,8 @@ DEFINES = [
 ]
 # Headers only a ROCm build of torch ships: their absence is not the kernel's fault here.
 TORCH_GPU_HEADER = re.compile(r"fatal error: '((?:ATen|c10)/hip/[^']+)' file not found")
+# Filled once by main() from hip_compiler().
+HIP_COMPILER: list[str] = []
 # Where a crashing clang was: its stack dump names the file it was parsing.
 CRASH_SITE = re.compile(r"^\d\.\t(\S+?/include/)?(\S+):\d+:\d+: ", re.MULTILINE)
 
@@ -100,10 +102,21 @@ def rocm_kernels(roots: list[Path]) -> list[Kernel]:
 
 
 def hip_compiler() -> list[str]:
-    if Path("/opt/rocm/llvm/bin/clang++").exists():
-        return ["/opt/rocm/llvm/bin/clang++", "--rocm-path=/opt/rocm"]
-    bitcode = next(Path("/usr/lib").glob("*/amdgcn/bitcode"))
-    return ["clang++-15", "--rocm-path=/usr", f"--hip-device-lib-path={bitcode}"]
+    """The HIP compiler and the flags a generated build gives it: the build's own ROCm discovery
+    (build2cmake_find_rocm.cmake, as doctor runs it), so /opt/rocm, Debian 12 and the chroot's
+    ROCm 6.4 are all found as a build finds them."""
+    sys.path.insert(0, str(REPO))
+    from build2cmake.doctor import find_rocm
+
+    rocm, searched = find_rocm()
+    if rocm is None:
+        sys.exit(f"hipify_corpus: no ROCm found (searched {searched})")
+    command = [rocm.compiler, f"--rocm-path={rocm.root}"]
+    if rocm.bitcode:
+        command.append(f"--hip-device-lib-path={rocm.bitcode}")
+    if rocm.version:
+        command.append(f"--hip-version={rocm.version}")
+    return command
 
 
 def torch_include_dirs() -> list[str]:
@@ -151,7 +164,7 @@ def check(
     item.hipified = True
     deps = (out / f"{stem}.hip.d").read_text().replace("\\\n", " ").split()
     item.headers = len(deps) - 2  # minus the target and the source
-    compile_command = [*hip_compiler(), "-x", "hip", f"--offload-arch={arch}", f"-std={std}"]
+    compile_command = [*HIP_COMPILER, "-x", "hip", f"--offload-arch={arch}", f"-std={std}"]
     compile_command += ["-fPIC", "-fno-gpu-rdc", "-O2", *DEFINES, *item.hip_flags]
     compile_command.append(f"-I{output.parent}")
     compile_command += [f"-I{out / include}" for include in item.includes]
@@ -185,6 +198,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     kernels = rocm_kernels(args.roots)
+    HIP_COMPILER.extend(hip_compiler())
     torch_includes = torch_include_dirs()
     items = [item for kernel in kernels for item in kernel.sources]
     with (

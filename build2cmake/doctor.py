@@ -55,6 +55,11 @@ class Report:
         self.lines.append(f"  PROBLEM {what}")
         self.lines.append(f"      fix: {fix}")
 
+    def warning(self, what: str, fix: str) -> None:
+        """Something that may stop a build, depending on the sources; not counted as a problem."""
+        self.lines.append(f"  WARNING {what}")
+        self.lines.append(f"      fix: {fix}")
+
 
 def _output(command: list[str]) -> str:
     try:
@@ -75,6 +80,8 @@ class RocmInstall:
     bitcode: str
     version: str  # HIP version from hip_version.h, e.g. "6.4.43484"; "" when unknown
     offload_flags: str  # extra device-code flags the build adds, e.g. "--offload-compress"
+    thrust: str = ""  # <root>/include/thrust/complex.h when rocThrust is installed, else ""
+    thrust_hint: str = ""  # how to install rocThrust here, in the build's own words
 
 
 def find_rocm() -> tuple[RocmInstall | None, str]:
@@ -104,6 +111,8 @@ def find_rocm() -> tuple[RocmInstall | None, str]:
         bitcode=fields.get("bitcode", ""),
         version=fields.get("version", ""),
         offload_flags=fields.get("offload_flags", ""),
+        thrust=fields.get("thrust", ""),
+        thrust_hint=fields.get("thrust_hint", ""),
     )
     return install, searched
 
@@ -205,6 +214,8 @@ def diagnose(build_toml: Path | None) -> Report:
         kernels = project.kernels_for(backend)
         if backend == "rocm":
             _check_rocm(report, build_toml, project, hip)
+            if rocm is not None:
+                _check_rocthrust(report, project, rocm)
         elif backend == "cuda":
             _check_cuda(report, build_toml, project, nvcc)
         elif backend == "cpu":
@@ -248,6 +259,24 @@ def _check_rocm(report: Report, build_toml: Path, project: Project, hip: Compile
             f"-D BUILD2CMAKE_ROCM_ARCHS='{keep}'  (pip: -C "
             f"cmake.define.BUILD2CMAKE_ROCM_ARCHS='{keep}')",
         )
+
+
+def _check_rocthrust(report: Report, project: Project, rocm: RocmInstall) -> None:
+    """Warn, as configure does, when HIP code sees torch's headers and rocThrust is missing."""
+    kernels = [
+        k.name
+        for k in project.kernels_for("rocm")
+        if "torch" in k.depends and any(s.suffix in (".cu", ".hip") for s in k.sources)
+    ]
+    if not kernels or rocm.thrust:
+        return
+    report.warning(
+        f"{', '.join(kernels)}: HIP sources compiled with torch's headers (depends on torch), "
+        "and torch's util/complex.h includes <thrust/complex.h> under a HIP compiler, but "
+        f"{rocm.root}/include/thrust/complex.h (rocThrust) is not installed; a HIP source that "
+        "includes torch's tensor headers fails with \"'thrust/complex.h' file not found\"",
+        rocm.thrust_hint or "install rocThrust",
+    )
 
 
 def _check_cuda(report: Report, build_toml: Path, project: Project, nvcc: Compiler | None) -> None:

@@ -23,9 +23,11 @@ MIRROR=${B2C_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # What goes into the chroot. Changing any of it changes the stamp, so a cached chroot made from an
 # older list is re-created. hipcc pulls in its clang-N, llvm-N (llvm-objdump), clang-tools-N
 # (clang-offload-bundler) and rocm-device-libs-N; libtorch-dev holds torch's CMake package, which
-# Debian keeps out of python3-torch.
+# Debian keeps out of python3-torch. librocthrust-dev (with librocprim-dev) and libhipcub-dev are
+# the headers a ROCm build of torch ships with: torch's headeronly/util/complex.h includes
+# <thrust/complex.h> when compiled by a HIP compiler, so any HIP source including torch needs them.
 APT_PACKAGES="hipcc libamdhip64-dev libamd-comgr-dev libhsa-runtime-dev python3-torch libtorch-dev \
-python3-dev python3-venv g++ ccache ca-certificates"
+librocthrust-dev librocprim-dev libhipcub-dev python3-dev python3-venv g++ ccache ca-certificates"
 # Pinned: what generated projects build with (scikit-build-core, cmake, ninja) and what
 # build2cmake imports. Installed into a venv that also sees the suite's torch.
 PIP_PACKAGES="scikit-build-core==0.11.6 cmake==3.31.6 ninja==1.11.1.4 tomlkit==0.13.2 jinja2==3.1.6 \

@@ -15,8 +15,15 @@ from pathlib import Path
 import pytest
 
 from build2cmake.api import clean, generate_torch
+from build2cmake.doctor import find_rocm
 from build2cmake.offload import hip_bundles
-from tests.conftest import BuildEnv, cuobjdump, requires_nvcc, requires_rocm_toolchain
+from tests.conftest import (
+    BuildEnv,
+    cuobjdump,
+    requires_nvcc,
+    requires_rocm_toolchain,
+    run_cli,
+)
 
 pytestmark = pytest.mark.compile
 
@@ -248,6 +255,49 @@ def test_archs_the_hip_compiler_cannot_build_are_left_out_and_none_left_stops_co
     assert "kernel_scale_add_rocm: none of its rocm-archs (gfx950) can be compiled" in message
     assert "which supports: gfx" in message and "gfx90a" in message
     assert "-C cmake.define.BUILD2CMAKE_ROCM_ARCHS=<archs>" in message
+
+
+@requires_rocm_toolchain
+@pytest.mark.rocm
+def test_without_rocthrust_configure_and_doctor_name_the_missing_header_and_its_package(
+    project: Callable[[str], Path], tmp_path: Path
+) -> None:
+    rocm, _ = find_rocm()
+    if rocm is None or rocm.thrust:
+        pytest.skip("rocThrust is installed here (or no ROCm): nothing to warn about")
+    root = project("rocm_torch_headers")
+    generate_torch(root / "build.toml")
+    result = configure(root, tmp_path / "b", "rocm")
+    assert result.returncode == 0, result.stderr  # a warning, not a refusal
+    said = " ".join((result.stdout + result.stderr).split())  # CMake wraps its messages
+    # Once, for the kernel whose HIP sources see torch's headers (it depends on torch); not for
+    # device_count_rocm, which does not.
+    assert said.count("(rocThrust) is not installed") == 1, said[-3000:]
+    assert "kernel_complex_scale_rocm compiles HIP sources with torch's headers" in said
+    assert f"{rocm.root}/include/thrust/complex.h (rocThrust) is not installed" in said
+    assert "'thrust/complex.h' file not found" in said
+    assert "apt-get install librocthrust-dev" in said
+
+    # What it predicts: the kernel including torch's complex.h stops there. The other compiles:
+    # its int64_t comes from the HIP runtime wrapper, which Debian 12's clang-15 pre-includes only
+    # when told the HIP version.
+    def build(target: str) -> subprocess.CompletedProcess[str]:
+        command = ["cmake", "--build", str(tmp_path / "b"), "--target", target]
+        return subprocess.run(command, capture_output=True, text=True, check=False)
+
+    plain = build("kernel_device_count_rocm")
+    assert plain.returncode == 0, plain.stdout[-3000:]
+    assert f"--hip-version={rocm.version}" in (tmp_path / "b" / "build.ninja").read_text()
+    with_torch = build("kernel_complex_scale_rocm")
+    assert with_torch.returncode != 0
+    assert "fatal error: 'thrust/complex.h' file not found" in with_torch.stdout
+
+    doctor = run_cli("doctor", root / "build.toml")
+    warnings = [line for line in doctor.stdout.splitlines() if "WARNING" in line]
+    assert len(warnings) == 1, doctor.stdout
+    assert warnings[0].startswith("  WARNING complex_scale_rocm: HIP sources compiled with torch")
+    assert "(rocThrust) is not installed" in warnings[0]
+    assert "fix: install rocThrust: apt-get install librocthrust-dev" in doctor.stdout
 
 
 @requires_nvcc

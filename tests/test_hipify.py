@@ -3,11 +3,13 @@ of a rocm kernel, and the project headers it includes, with torch's own hipify."
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -271,6 +273,52 @@ def test_refuses_to_write_through_a_symlink_planted_in_the_output_folder(
     result = run_hipify(kernel, out, "csrc/scale.cu", includes=["include"])
     assert_one_line_error(result, "symlink", str(out / "include"))
     assert list(elsewhere.iterdir()) == []
+
+
+def test_parallel_runs_sharing_header_folders_all_succeed(tmp_path: Path) -> None:
+    # Ninja hipifies a kernel's .cu sources at once, and they mirror the same header folders: one
+    # run's folder may appear between another's check and mkdir. Threads started together (the
+    # script's own Hipifier, as the processes run it) hit that window every time before the fix.
+    spec = importlib.util.spec_from_file_location("b2c_hipify_under_test", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    project = tmp_path / "project"
+    deep = "include/" + "/".join(f"level{i}" for i in range(8))
+    (project / deep).mkdir(parents=True)
+    (project / deep / "common.cuh").write_text(
+        "__device__ inline float twice(float x) { return 2 * x; }\n"
+    )
+    sources = 12
+    (project / "src").mkdir()
+    for i in range(sources):
+        (project / "src" / f"k{i}.cu").write_text(f'#include "{deep}/common.cuh"\n')
+    for round_ in range(5):
+        out = tmp_path / f"out{round_}"
+        barrier = threading.Barrier(sources)
+        errors: list[BaseException] = []
+
+        def hipify(
+            i: int,
+            out: Path = out,
+            barrier: threading.Barrier = barrier,
+            errors: list[BaseException] = errors,
+        ) -> None:
+            hipifier = module.Hipifier(str(project), str(out), [])
+            barrier.wait()
+            try:
+                hipifier.run(f"src/k{i}.cu", str(out / "src" / f"k{i}.hip"))
+            except BaseException as error:  # collected: a thread's exception is otherwise lost
+                errors.append(error)
+
+        threads = [threading.Thread(target=hipify, args=(i,)) for i in range(sources)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert (out / deep / "common.cuh").is_file()
+        assert len(list((out / "src").glob("k*.hip"))) == sources
 
 
 @pytest.mark.parametrize(

@@ -192,3 +192,59 @@ def test_the_rocm_guides_project_builds_as_written_for_gfx942(
     chroot.check("python", "-m", "build2cmake", "clean", "build.toml", cwd=root, bind=root)
     after = sorted(p.relative_to(root) for p in root.rglob("*"))
     assert after == before
+
+
+def test_a_cu_kernel_using_torchs_complex_compiles_with_rocthrust_for_gfx90a_and_gfx942(
+    chroot: Chroot, tmp_path: Path
+) -> None:
+    root = tmp_path / "rocm_torch_headers"
+    shutil.copytree(FIXTURES / "rocm_torch_headers", root)
+    build = ("python", "-m", "build2cmake", "build", "build.toml", "--backend", "rocm")
+    result = chroot.run(*build, cwd=root, bind=tmp_path)
+    said = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 0, said[-4000:]
+    assert "(rocThrust) is not installed" not in said  # the chroot has librocthrust-dev
+    # torch's complex.h really included rocThrust's: the compiler's dependency list (Ninja keeps
+    # it in its deps log) says so, for complex_scale.hip and not for device_count.hip.
+    builds = [p.parent for p in (root / "build").rglob("build.ninja")]
+    assert len(builds) == 1, builds
+    deps = chroot.check("ninja", "-C", str(builds[0]), "-t", "deps", cwd=root, bind=tmp_path)
+    per_object = {
+        block.split(":", 1)[0]: block for block in deps.split("\n\n") if ".hip.o:" in block
+    }
+    [complex_deps] = [b for o, b in per_object.items() if o.endswith("complex_scale.hip.o")]
+    [plain_deps] = [b for o, b in per_object.items() if o.endswith("device_count.hip.o")]
+    assert "/usr/include/thrust/complex.h" in complex_deps
+    assert "thrust/" not in plain_deps
+
+    libraries = list((root / "build").rglob("_complex_scale_rocm_*.so"))
+    libraries = [so for so in libraries if "cmake" not in so.relative_to(root / "build").parts[0]]
+    assert len(libraries) == 1, libraries
+    library = libraries[0]
+    found = _read_back(chroot, library, tmp_path / "objects", tmp_path)
+    bundles = found["bundles"]
+    assert isinstance(bundles, list)
+    # One bundle: complex_scale.hip's (device_count.hip is host code only).
+    assert len(bundles) == 1, bundles
+    ids = sorted(i.split("--")[-1] for i in bundles[0]["ids"])
+    assert ids == ["gfx90a", "gfx942"]
+    kernel = "_Z20complex_scale_kernelPN3c107complexIfEEPKS1_S1_l"
+    assert kernel in bundles[0]["kernels"], bundles[0]["kernels"]
+
+    # The library loads into the chroot's (CPU) torch; device_count's host code runs (no GPU
+    # here, so the HIP runtime reports none) and complex_scale is registered for the CUDA key.
+    # build/<variant>/ is the package itself (the kernels layout): load it under its name.
+    call = (
+        "import importlib.util, sys, torch\n"
+        f"spec = importlib.util.spec_from_file_location('complex_scale', "
+        f"{str(library.parent / '__init__.py')!r}, "
+        f"submodule_search_locations=[{str(library.parent)!r}])\n"
+        "complex_scale = importlib.util.module_from_spec(spec)\n"
+        "sys.modules['complex_scale'] = complex_scale\n"
+        "spec.loader.exec_module(complex_scale)\n"
+        "print('devices', complex_scale.device_count())\n"
+        "name = complex_scale.add_op_namespace_prefix('complex_scale')\n"
+        "print('cuda key', torch._C._dispatch_has_kernel_for_dispatch_key(name, 'CUDA'))\n"
+    )
+    out = chroot.check("python", "-c", call, cwd=tmp_path, bind=tmp_path)
+    assert "devices 0" in out and "cuda key True" in out, out

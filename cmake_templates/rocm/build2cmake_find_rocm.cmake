@@ -23,6 +23,8 @@
 #   _b2c_rocm_cmakedir  the CMake packages (hip, hip-lang, amd_comgr)
 #   _b2c_rocm_bitcode   the device bitcode folder to pass explicitly ("" when the compiler finds it)
 #   _b2c_rocm_version   the HIP version from <root>/include/hip/hip_version.h (e.g. 6.4.43484)
+#   _b2c_rocm_thrust    <root>/include/thrust/complex.h when rocThrust is installed, else "": torch's
+#                       headers include it when compiled by a HIP compiler (see below)
 #   BUILD2CMAKE_ROCM_OFFLOAD_FLAGS  extra HIP compile options for device code: --offload-compress
 #                       on ROCm >= 6.2 (code objects for several archs shrink several times)
 #
@@ -169,15 +171,30 @@ if(_b2c_rocm_root AND _b2c_rocm_version VERSION_GREATER_EQUAL 6.2)
   set(BUILD2CMAKE_ROCM_OFFLOAD_FLAGS --offload-compress)
 endif()
 
+# rocThrust: torch's torch/headeronly/util/complex.h (c10/util/complex.h before torch 2.9)
+# includes <thrust/complex.h> whenever __HIPCC__ is defined, so every HIP source that includes
+# torch's tensor headers needs it. A ROCm release tree ships it; distributions package it apart
+# (Debian 13 / Ubuntu 24.04 and later: librocthrust-dev; Debian 12 has none).
+set(_b2c_rocm_thrust "")
+if(_b2c_rocm_root AND EXISTS "${_b2c_rocm_root}/include/thrust/complex.h")
+  set(_b2c_rocm_thrust "${_b2c_rocm_root}/include/thrust/complex.h")
+endif()
+string(CONCAT BUILD2CMAKE_ROCTHRUST_HINT
+  "install rocThrust: apt-get install librocthrust-dev (Debian 13 and later; Debian 12 has no "
+  "package for it), or build with a ROCm release tree that has it (AMD's rocthrust-dev; set "
+  "ROCM_PATH)")
+
 if(CMAKE_SCRIPT_MODE_FILE)
   # `build2cmake doctor` reads these lines.
   list(JOIN _b2c_rocm_searched ", " _b2c_searched)
   message(NOTICE "searched=${_b2c_searched}")
   if(_b2c_rocm_root)
-    foreach(name IN ITEMS root layout layout_detail compiler libdir cmakedir bitcode version)
+    foreach(name IN ITEMS root layout layout_detail compiler libdir cmakedir bitcode version
+                          thrust)
       message(NOTICE "${name}=${_b2c_rocm_${name}}")
     endforeach()
     message(NOTICE "offload_flags=${BUILD2CMAKE_ROCM_OFFLOAD_FLAGS}")
+    message(NOTICE "thrust_hint=${BUILD2CMAKE_ROCTHRUST_HINT}")
   endif()
   return()
 endif()

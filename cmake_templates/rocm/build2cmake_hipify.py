@@ -28,6 +28,7 @@ each project's cmake/ folder, and it runs with the Python the build found.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -238,10 +239,14 @@ class Hipifier:
         os.makedirs(current, exist_ok=True)
         for part in [] if rel == os.curdir else rel.split(os.sep):
             current = os.path.join(current, part)
+            # Parallel hipify runs (the other .cu sources of the build) create the same folders:
+            # one that appears between a check and mkdir is fine, and is then checked like any.
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(current)
             if os.path.islink(current):
                 raise HipifyError(f"refusing to write through the symlink {current}")
             if not os.path.isdir(current):
-                os.mkdir(current)
+                raise HipifyError(f"cannot write into {current}: not a folder")
 
     def write(self, path: str, content: bytes) -> bool:
         """Write `path` (under the output folder) only if its content changes; True if written."""

@@ -23,6 +23,14 @@ endif()
 # this, CMake would add its own default --offload-arch to every HIP source.
 set(CMAKE_HIP_ARCHITECTURES OFF)
 string(APPEND CMAKE_HIP_FLAGS " --rocm-path=${_b2c_rocm_root}")
+# The HIP version, as hipcc passes it. clang pre-includes its HIP runtime wrapper (which brings
+# <cmath>, <cstdlib> and <stdlib.h>, so int64_t & co. are declared before a source's first line)
+# only for HIP >= 3.6, and reads the version from the ROCm tree; Debian 12's clang-15 misses it
+# in /usr ("Found HIP installation: /usr, version 3.5.0") and would compile without the wrapper,
+# unlike every ROCm that kernel-builder uses.
+if(_b2c_rocm_version)
+  string(APPEND CMAKE_HIP_FLAGS " --hip-version=${_b2c_rocm_version}")
+endif()
 if(_b2c_rocm_bitcode)
   string(APPEND CMAKE_HIP_FLAGS " --hip-device-lib-path=${_b2c_rocm_bitcode}")
   set(CMAKE_HIP_COMPILER_ROCM_LIB "${_b2c_rocm_libdir}")
@@ -217,9 +225,52 @@ function(build2cmake_add_rocm_kernel extension target)
     target_compile_options(${target} PRIVATE
       "$<$<COMPILE_LANGUAGE:HIP>:${arch_flags};${BUILD2CMAKE_ROCM_HIP_OPTIONS};${BUILD2CMAKE_ROCM_OFFLOAD_FLAGS};${arg_HIP_FLAGS}>")
     target_link_libraries(${target} PRIVATE hip::host)
+    _build2cmake_hip_standard(standard)
     set_target_properties(${target} PROPERTIES HIP_ARCHITECTURES OFF
-      HIP_STANDARD ${BUILD2CMAKE_CXX_STANDARD} JOB_POOL_COMPILE build2cmake_hip)
+      HIP_STANDARD ${standard} JOB_POOL_COMPILE build2cmake_hip)
     set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_GPU_ARCHS ${archs})
     message(STATUS "build2cmake: ${target} compiles HIP for ${archs}")
+    if("torch" IN_LIST arg_DEPENDS)
+      _build2cmake_check_rocthrust(${target})
+    endif()
   endif()
+endfunction()
+
+# The C++ standard of HIP sources: 17, whatever torch asks of C++ sources (20 from torch 2.12),
+# unless torch's own headers refuse it. kernel-builder sets only CXX_STANDARD, so its HIP sources
+# get the HIP compiler's default: gnu++17 for the clang of the ROCm it builds with (7.1, 7.2; so
+# for Debian's clang-21 with ROCm 6.4), and every torch it builds (<= 2.13) accepts that. torch 2.14's ATen/ATen.h and torch/all.h stop with "C++20 or
+# later compatible compiler is required": then 20. Set explicitly because clang-15 (ROCm 5.x)
+# defaults to C++11, too old for torch's headers (and it crashes on torch 2.13's
+# c10/core/CachingDeviceAllocator.h in C++20 device compiles). A kernel whose HIP code needs
+# C++20 says so in its hip-flags, as it must for kernel-builder.
+function(_build2cmake_hip_standard out)
+  set(standard 17)
+  foreach(dir IN LISTS TORCH_INCLUDE_DIRS)
+    if(EXISTS "${dir}/ATen/ATen.h")
+      file(STRINGS "${dir}/ATen/ATen.h" demands REGEX "C\\+\\+20 or later")
+      if(demands)
+        set(standard 20)
+      endif()
+      break()
+    endif()
+  endforeach()
+  set(${out} ${standard} PARENT_SCOPE)
+endfunction()
+
+# torch's tensor headers include <thrust/complex.h> under a HIP compiler; without rocThrust a
+# HIP source that includes them stops deep inside torch. Said once, at configure, for the first
+# kernel whose HIP sources see torch's headers (it depends on torch); a warning, not an error:
+# HIP code that does not include torch's tensor headers builds without rocThrust.
+function(_build2cmake_check_rocthrust target)
+  get_property(said GLOBAL PROPERTY _b2c_rocthrust_said)
+  if(_b2c_rocm_thrust OR said)
+    return()
+  endif()
+  set_property(GLOBAL PROPERTY _b2c_rocthrust_said TRUE)
+  message(WARNING "build2cmake: ${target} compiles HIP sources with torch's headers (it depends "
+    "on torch), and torch's util/complex.h includes <thrust/complex.h> under a HIP compiler, but "
+    "${_b2c_rocm_root}/include/thrust/complex.h (rocThrust) is not installed: a HIP source that "
+    "includes torch's tensor headers will fail with \"'thrust/complex.h' file not found\". To "
+    "fix, ${BUILD2CMAKE_ROCTHRUST_HINT}.")
 endfunction()
