@@ -1122,6 +1122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return render_only(args.json, args.markdown)
     if not args.roots:
         parser.error("give at least one ROOT folder")
+    if args.work_dir is not None:
+        args.work_dir.mkdir(parents=True, exist_ok=True)
     if args.jobs < 1 or args.timeout <= 0:
         parser.error("-j and --timeout must be positive")
     if args.rocm_chroot:
