@@ -239,8 +239,9 @@ endfunction()
 # The C++ standard of HIP sources: 17, whatever torch asks of C++ sources (20 from torch 2.12),
 # unless torch's own headers refuse it. kernel-builder sets only CXX_STANDARD, so its HIP sources
 # get the HIP compiler's default: gnu++17 for the clang of the ROCm it builds with (7.1, 7.2; so
-# for Debian's clang-21 with ROCm 6.4), and every torch it builds (<= 2.13) accepts that. torch 2.14's ATen/ATen.h and torch/all.h stop with "C++20 or
-# later compatible compiler is required": then 20. Set explicitly because clang-15 (ROCm 5.x)
+# for Debian's clang-21 with ROCm 6.4), and every torch it builds (<= 2.13) accepts that.
+# torch 2.14's ATen/ATen.h and torch/all.h stop with "C++20 or later compatible compiler is
+# required": then 20. Set explicitly because clang-15 (ROCm 5.x)
 # defaults to C++11, too old for torch's headers (and it crashes on torch 2.13's
 # c10/core/CachingDeviceAllocator.h in C++20 device compiles). A kernel whose HIP code needs
 # C++20 says so in its hip-flags, as it must for kernel-builder.
