@@ -6,6 +6,8 @@
 #   explore  = explore ncu race: every CUTLASS configuration and tile order at every shape
 #              ($EXPLORE_SHAPES: M,N,K;... to choose them), ncu profiles, the racecheck
 #              reproduction (benchmarks/racecheck_repro.cu) and racecheck per configuration
+#   pair     = ncu (full set) of ours and DeepGEMM at $PAIR_SHAPE (default 6144,1536,7168), with
+#              DeepGEMM's configuration choice (DG_PRINT_CONFIGS); needs DEEPGEMM
 #   host     = where the host's time per call goes (benchmarks/host_overhead.py; nsys's CUDA API
 #              summary of it when nsys is installed)
 # Writes logs and tables under $OUT (at most 8 files come back from the device tool).
@@ -90,6 +92,22 @@ if has explore; then
   timeout 300 python3 benchmarks/gemm_cuda.py --explore "$OUT/explore.md" --out "$OUT/RESULTS.md" \
     ${EXPLORE_SHAPES:+--shapes "$EXPLORE_SHAPES"} > "$OUT/bench.log" 2>&1
   echo "benchmark: exit $?"; cat "$OUT/explore.md"; tail -16 "$OUT/bench.log"
+fi
+if has pair; then
+  for _ in $(seq 1 "${DEEPGEMM_WAIT:-240}"); do kill -0 "${deepgemm_pid:-0}" 2>/dev/null || break; sleep 1; done
+  shape=${PAIR_SHAPE:-6144,1536,7168}
+  DG_PRINT_CONFIGS=1 timeout 120 python3 benchmarks/gemm_cuda.py --profile-pair --shapes "$shape" \
+    > "$OUT/pair-configs.log" 2>&1
+  echo "configs: exit $?"; cat "$OUT/pair-configs.log" | tail -8
+  # The second call of each (the first of DeepGEMM's may include its JIT load).
+  DG_PRINT_CONFIGS=0 timeout 240 ncu --set full -k regex:"device_kernel|sm90_fp8_gemm" -s 2 -c 2 \
+    -o /tmp/pair -f python3 benchmarks/gemm_cuda.py --profile-pair --shapes "$shape" \
+    > "$OUT/pair-ncu.log" 2>&1
+  echo "ncu: exit $?"
+  ncu --import /tmp/pair.ncu-rep --page details --print-details all > "$OUT/pair-details.txt" 2>&1
+  ncu --import /tmp/pair.ncu-rep --page raw --csv > "$OUT/pair-raw.csv" 2>&1
+  grep -E "^  [a-z_:0-9<>, ]*(device_kernel|sm90_fp8_gemm)|Duration|Registers Per|Dynamic Shared|Grid Size|Block Size|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|Issue Slots Busy|No Eligible|Eligible Warps|Achieved Occupancy|Warp Cycles Per Issued" \
+    "$OUT/pair-details.txt" | cut -c1-160 | head -60
 fi
 if has host; then
   configs=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import gemm_cuda; print(*gemm_cuda.sm90_configs())")
