@@ -47,6 +47,11 @@ if [ -n "${DEEPGEMM:-}" ]; then
   ) > "$OUT/deepgemm.log" 2>&1 &
   deepgemm_pid=$!
 fi
+# Waits (at most $DEEPGEMM_WAIT s) for DeepGEMM's background build and warm-up, if one runs.
+wait_for_deepgemm() {
+  [ -n "${deepgemm_pid:-}" ] || return 0
+  for _ in $(seq 1 "${DEEPGEMM_WAIT:-240}"); do kill -0 "$deepgemm_pid" 2>/dev/null || break; sleep 1; done
+}
 
 rm -rf /tmp/gemm && cp -r kernels/gemm /tmp/gemm && rm -rf /tmp/gemm/build
 python3 -m build2cmake generate-torch /tmp/gemm/build.toml || exit 1
@@ -81,7 +86,7 @@ if has sanitize; then
 fi
 if has bench; then
   if [ -n "${deepgemm_pid:-}" ]; then
-    for _ in $(seq 1 "${DEEPGEMM_WAIT:-240}"); do kill -0 "$deepgemm_pid" 2>/dev/null || break; sleep 1; done
+    wait_for_deepgemm
     echo "== DeepGEMM build and warm-up:"; tail -15 "$OUT/deepgemm.log"
     BENCH_ARGS="${BENCH_ARGS:-} --deepgemm"
   fi
@@ -94,11 +99,11 @@ if has explore; then
   echo "benchmark: exit $?"; cat "$OUT/explore.md"; tail -16 "$OUT/bench.log"
 fi
 if has pair; then
-  for _ in $(seq 1 "${DEEPGEMM_WAIT:-240}"); do kill -0 "${deepgemm_pid:-0}" 2>/dev/null || break; sleep 1; done
+  wait_for_deepgemm
   shape=${PAIR_SHAPE:-6144,1536,7168}
   DG_PRINT_CONFIGS=1 timeout 120 python3 benchmarks/gemm_cuda.py --profile-pair --shapes "$shape" \
     > "$OUT/pair-configs.log" 2>&1
-  echo "configs: exit $?"; cat "$OUT/pair-configs.log" | tail -8
+  echo "configs: exit $?"; tail -8 "$OUT/pair-configs.log"
   # The second call of each (the first of DeepGEMM's may include its JIT load).
   DG_PRINT_CONFIGS=0 timeout 240 ncu --set full -k regex:"device_kernel|sm90_fp8_gemm" -s 2 -c 2 \
     -o /tmp/pair -f python3 benchmarks/gemm_cuda.py --profile-pair --shapes "$shape" \

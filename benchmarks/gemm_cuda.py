@@ -155,20 +155,26 @@ def driver_version() -> str:
         return "unknown"
 
 
+def one_batch_ms(run_batch: Callable[[], object]) -> float:
+    """Milliseconds per call of `run_batch`, which launches BATCH calls, by CUDA events."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    run_batch()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / BATCH
+
+
 def batches_ms(calls: list[Callable[[], object]], warmup: int, runs: int) -> list[float]:
     """Milliseconds per call of `runs` batches of BATCH calls, after `warmup` calls."""
     for i in range(warmup):
         calls[i % len(calls)]()
-    times = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+
+    def run_batch() -> None:
         for i in range(BATCH):
             calls[i % len(calls)]()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / BATCH)
-    return times
+
+    return [one_batch_ms(run_batch) for _ in range(runs)]
 
 
 def time_ms(calls: list[Callable[[], object]], warmup: int, runs: int) -> float:
@@ -180,7 +186,7 @@ def graph_ms(calls: list[Callable[[], object]], warmup: int, runs: int) -> float
     replays): the GPU's own time, with no launch work on the host between the calls."""
     for i in range(warmup):
         calls[i % len(calls)]()
-    side = torch.cuda.Stream()  # capture wants its warm-up calls on the capturing stream's kind
+    side = torch.cuda.Stream()  # torch asks for warm-up calls on a side stream before a capture
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for i in range(len(calls)):
@@ -191,14 +197,7 @@ def graph_ms(calls: list[Callable[[], object]], warmup: int, runs: int) -> float
         for i in range(BATCH):
             calls[i % len(calls)]()
     graph.replay()
-    times = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / BATCH)
+    times = [one_batch_ms(graph.replay) for _ in range(runs)]
     del graph
     return statistics.median(times)
 

@@ -16,25 +16,17 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import time
 from collections.abc import Callable
 
 import gemm
 import torch
+from gemm_cuda import host_us  # this folder: run as python benchmarks/host_overhead.py
 
 
 def cpu_us(call: Callable[[], object], count: int = 300, rounds: int = 5) -> float:
-    """Median over `rounds` of the CPU microseconds per call (the queue of launches stays short
-    enough that the host never waits for the GPU: the GPU work per call is at most a few us)."""
-    results = []
-    for _ in range(rounds):
-        torch.cuda.synchronize()
-        started = time.perf_counter()
-        for _ in range(count):
-            call()
-        results.append((time.perf_counter() - started) / count * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(results)
+    """Median over `rounds` of gemm_cuda.host_us (the queue of launches stays short enough that
+    the host never waits for the GPU: the GPU work per call is at most a few us)."""
+    return statistics.median(host_us([call], count) for _ in range(rounds))
 
 
 def main() -> None:
