@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One batch on a CUDA machine (the device tool's H100): build kernels/gemm with build2cmake, run
-# its tests, then the stages MODE (first argument) names, or $STAGES (space-separated):
+# its tests (SKIP_TESTS=1: not), then the stages MODE (first argument) names, or $STAGES
+# (space-separated):
 #   final    = sanitize bench: compute-sanitizer's memcheck, racecheck, synccheck and initcheck,
 #              then the benchmark (ours, cuBLAS, and DeepGEMM when DEEPGEMM names its source)
-#   explore  = explore ncu race: every CUTLASS configuration and tile order at every shape
-#              ($EXPLORE_SHAPES: M,N,K;... to choose them), ncu profiles, the racecheck
+#   explore  = explore ncu race: every configuration and tile order at every shape
+#              ($EXPLORE_SHAPES: M,N,K;... to choose them; $EXPLORE_CONFIGS, EXPLORE_ORDERS=0:
+#              see benchmarks/gemm_cuda.py), ncu profiles, the racecheck
 #              reproduction (benchmarks/racecheck_repro.cu) and racecheck per configuration
 #   pair     = ncu (full set) of ours and DeepGEMM at $PAIR_SHAPE (default 6144,1536,7168), with
 #              DeepGEMM's configuration choice (DG_PRINT_CONFIGS); needs DEEPGEMM
@@ -53,19 +55,29 @@ wait_for_deepgemm() {
   for _ in $(seq 1 "${DEEPGEMM_WAIT:-240}"); do kill -0 "$deepgemm_pid" 2>/dev/null || break; sleep 1; done
 }
 
-rm -rf /tmp/gemm && cp -r kernels/gemm /tmp/gemm && rm -rf /tmp/gemm/build
-python3 -m build2cmake generate-torch /tmp/gemm/build.toml || exit 1
-start=$SECONDS
-python3 -m pip install -q --no-build-isolation --no-deps -e /tmp/gemm > "$OUT/build.log" 2>&1 \
-  || { tail -60 "$OUT/build.log"; exit 1; }
-echo "cold build: $((SECONDS - start)) s"
+# A machine still warm from the previous call keeps /tmp: the build of the same sources is reused.
+src_hash=$(tar -c --sort=name --mtime=@0 --exclude=build kernels/gemm build2cmake cmake_templates \
+  torch-ext 2>/dev/null | md5sum | cut -c1-32)
+if [ "$(cat /tmp/gemm.src-hash 2>/dev/null)" = "$src_hash" ]; then
+  echo "build: reused (same sources as the previous call's)" | tee "$OUT/build.log"
+else
+  rm -rf /tmp/gemm /tmp/gemm.src-hash && cp -r kernels/gemm /tmp/gemm && rm -rf /tmp/gemm/build
+  python3 -m build2cmake generate-torch /tmp/gemm/build.toml || exit 1
+  start=$SECONDS
+  python3 -m pip install -q --no-build-isolation --no-deps -e /tmp/gemm > "$OUT/build.log" 2>&1 \
+    || { tail -60 "$OUT/build.log"; exit 1; }
+  echo "cold build: $((SECONDS - start)) s"
+  echo "$src_hash" > /tmp/gemm.src-hash
+fi
 touch /tmp/gemm-installed
 so=$(ls /tmp/gemm/build/cmake/install/platlib/gemm/*.so)
 cuobjdump --list-elf "$so"
 # Registers and spills of each CUTLASS configuration (the resource usage of every kernel).
 cuobjdump --dump-resource-usage "$so" 2>/dev/null | grep -E "Function|REG" | sed -E 's/Function ([^:]{0,90}).*/Function \1.../' >> "$OUT/build.log"
 
-timeout 300 python3 -m pytest -q -p no:cacheprovider -rs /tmp/gemm/tests 2>&1 | tee "$OUT/tests.log" | tail -15
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  timeout 300 python3 -m pytest -q -p no:cacheprovider -rs /tmp/gemm/tests 2>&1 | tee "$OUT/tests.log" | tail -15
+fi
 
 case "$MODE" in
   final) STAGES=${STAGES:-"bench sanitize"} ;;
@@ -77,7 +89,8 @@ has() { [[ " $STAGES " == *" $1 "* ]]; }
 if has sanitize; then
   for tool in memcheck racecheck synccheck initcheck; do
     timeout 120 compute-sanitizer --tool $tool --error-exitcode 7 \
-      python3 benchmarks/sanitize_gemm.py default mma > /tmp/sanitizer-$tool.log 2>&1
+      python3 benchmarks/sanitize_gemm.py ${SANITIZE_KERNELS:-default mma own_128x192} \
+      > /tmp/sanitizer-$tool.log 2>&1
     echo "compute-sanitizer $tool: exit $?," \
       "$(grep -c 'relative error' /tmp/sanitizer-$tool.log) checked calls;" \
       "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize_gemm: done' /tmp/sanitizer-$tool.log | tr '\n' ' ')"

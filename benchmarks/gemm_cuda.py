@@ -13,8 +13,10 @@ then times, on the same inputs:
   cublas    torch.nn.functional.scaled_mm with BlockWise1x128 (a) / BlockWise128x128 (b) scales
   deepgemm  DeepGEMM's fp8_gemm_nt (--deepgemm, when the deep_gemm package imports)
   deq+bf16  dequantise a and b to bfloat16 with their scales, then torch.matmul (all timed)
-With --explore it also times every CUTLASS configuration built (GEMM_SM90_CONFIG=<name>, names
-read from gemm_sm90_configs.h) at every shape and writes that matrix.
+With --explore it also times every configuration built (GEMM_SM90_CONFIG=<name>, names read from
+gemm_sm90_configs.h, or those $EXPLORE_CONFIGS lists) at every shape, each kernel alone (CUDA
+graphs), beside the time torch takes to fill the output (the write-bandwidth floor of short K),
+and writes that matrix; then the tile orders (EXPLORE_ORDERS=0 leaves them out).
 
 Timing: CUDA events around a batch of 10 calls (median of --runs batches after --warmup calls);
 the calls cycle over enough input sets that together they exceed twice the L2 cache, so no call
@@ -347,16 +349,20 @@ def main() -> None:
         + " | ours/cuBLAS | ours/DeepGEMM | ours/deq+bf16 |",
         "|---" * (len(columns) + 5) + "|",
     ]
-    configs = sm90_configs() if args.explore else []
+    configs = os.environ.get("EXPLORE_CONFIGS", "").split() or sm90_configs()
+    configs = configs if args.explore else []
+    order_configs = ORDER_CONFIGS if os.environ.get("EXPLORE_ORDERS", "1") != "0" else []
     explore = [
         header,
         "",
-        "TFLOP/s per CUTLASS configuration (GEMM_SM90_CONFIG), b column-major",
+        "TFLOP/s per configuration (GEMM_SM90_CONFIG), b column-major, replayed from CUDA graphs"
+        " (mean of two passes over the configurations, the second in reverse order); last column:"
+        " filling the (M, N) bf16 output alone (torch's fill_), microseconds and TB/s",
         "",
-        "| M x N x K | " + " | ".join(configs) + " |",
-        "|---" * (len(configs) + 1) + "|",
+        "| M x N x K | " + " | ".join(configs) + " | bf16 fill of out |",
+        "|---" * (len(configs) + 2) + "|",
     ]
-    order_names = [f"{c} {o[0]}" for c in ORDER_CONFIGS for o in ORDERS]
+    order_names = [f"{c} {o[0]}" for c in order_configs for o in ORDERS]
     orders = [
         "",
         "TFLOP/s per tile order (GEMM_SM90_SWIZZLE, GEMM_SM90_RASTER) and configuration",
@@ -452,22 +458,33 @@ def main() -> None:
         assert not bad, f"wrong results at {m}x{n}x{k}: {bad}"
 
         if configs:
-            cells = []
-            for name in configs:
-                with Env("GEMM_SM90_CONFIG", name):
-                    try:
-                        error = check(ours(x), x, ref)
-                        ms = time_ms([ours(s) for s in sets], args.warmup, args.runs)
-                        cells.append(
-                            tflops(m, n, k, ms) + ("" if error < 1e-2 else f" BAD {error:.1e}")
-                        )
-                    except RuntimeError as failure:
-                        cells.append("failed: " + str(failure).splitlines()[0][:60])
+            # Kernels alone (graphs), two passes in opposite orders so that a clock drift falls on
+            # every configuration alike.
+            passes: dict[str, list[float]] = {name: [] for name in configs}
+            failed: dict[str, str] = {}
+            for order in (configs, configs[::-1]):
+                for name in order:
+                    with Env("GEMM_SM90_CONFIG", name):
+                        try:
+                            error = check(ours(x), x, ref)
+                            if not error < 1e-2:
+                                failed[name] = f"BAD {error:.1e}"
+                            passes[name].append(graph_ms([ours(s) for s in sets], 3, args.runs))
+                        except RuntimeError as failure:
+                            failed[name] = "failed: " + str(failure).splitlines()[0][:60]
+            cells = [
+                failed.get(name) or tflops(m, n, k, statistics.mean(passes[name]))
+                for name in configs
+            ]
+            outs = [s.out for s in sets]
+            fill = graph_ms([lambda o=o: o.fill_(1.0) for o in outs], 3, args.runs)
+            cells.append(f"{fill * 1e3:.1f} us, {m * n * 2 / fill / 1e9:.2f} TB/s")
             row = f"| {m} x {n} x {k} | " + " | ".join(cells) + " |"
             explore.append(row)
             print(row, flush=True)
+        if configs and order_configs:
             cells = []
-            for config in ORDER_CONFIGS:
+            for config in order_configs:
                 for _, swizzle, raster in ORDERS:
                     with (
                         Env("GEMM_SM90_CONFIG", None if config == "default" else config),

@@ -1,5 +1,5 @@
-// The H100 (sm_90a) path: chooses one of the CUTLASS configurations of gemm_sm90_configs.h per
-// problem and launches it. The configurations themselves live in gemm_sm90_<name>.cu.
+// The H100 (sm_90a) path: chooses one of the configurations of gemm_sm90_configs.h (CUTLASS's
+// kernels and our own) per problem and launches it. The configurations live in gemm_sm90_<name>.cu.
 #include "gemm_sm90.h"
 
 #include <cstring>
@@ -65,7 +65,7 @@ extern "C" const char* gemm_sm90_config_name(int config) {
 }
 
 
-// The dispatch table, from the configuration matrix measured on the H100 (132 SMs; TFLOP/s of
+// The dispatch table, from the configuration matrices measured on the H100 (132 SMs; TFLOP/s of
 // each configuration at each benchmark shape in benchmarks/RESULTS.md). "tiles" counts 128 x 128
 // output tiles; a wave is one tile per SM.
 extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* order) {
@@ -74,10 +74,14 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
     cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
   const int64_t tiles = (m + 127) / 128 * (n / 128);
   *order = Sm90Order{1, 0};
-  // Short K (2 to 6 k-blocks): each tile's epilogue (writing 128 x 128 bf16) is as long as its
-  // mainloop; ping-pong overlaps one warpgroup's epilogue with the other's mainloop. 237 vs 193
-  // (1024 x 7168 x 256), 516 vs 449 (6144 x 7168 x 256), 458 vs 412 (1024 x 7168 x 512).
-  if (k <= 768) return index_of("pingpong_64x128_c1x1");
+  // Short K (1 to 6 k-blocks): each tile's epilogue (writing its bf16 rows) is as long as its
+  // mainloop. Few tiles: CUTLASS's ping-pong overlaps one warpgroup's epilogue with the other's
+  // mainloop, 363-367 vs 307-321 (ours) at 1024 x 7168 x 256, 554-561 vs 477-493 at K = 512.
+  // Four waves or more: our own kernel's 192-wide tiles with two output buffers per warpgroup
+  // (the next tile's rows are staged while the TMA still stores the last one's), 583 vs 544 at
+  // 6144 x 7168 x 256, 799 vs 724 at K = 512, 535 vs 503 at 4096 x 7168 x 256 (graph replays).
+  if (k <= 768)
+    return index_of(tiles >= 4 * int64_t{sm_count} ? "own_128x192_d2" : "pingpong_64x128_c1x1");
   // At most one wave: every tile gets its own SM, a cluster only adds its rendezvous.
   // 877 vs 849 for 1 x 2 at 1024 x 1536 x 7168 (96 tiles); stream-K 821 (its fix-up costs more
   // than the idle SMs it fills).
@@ -85,9 +89,12 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // One to four waves: the last wave is mostly empty (1024 x 4608: 288 tiles = 2.2 waves);
   // stream-K splits K so every SM gets the same work. 1030 vs 887-915 there.
   if (tiles < 4 * int64_t{sm_count}) return index_of("coop_128x128_c1x1_streamk");
-  // Many waves: two CTAs along N share A's tile through TMA multicast, halving A's L2 traffic.
-  // 1142 vs 1003-1026 (6144 x 1536 x 7168), 1037 vs 998-1015 (6144 x 4608 x 7168).
-  return index_of("coop_128x128_c1x2");
+  // Four waves or more: our own kernel's 128 x 192 tiles (1.2x the math per operand byte loaded
+  // of a 128 x 128 tile; fewer, fuller waves), which CUTLASS 4.2's blockwise mainloop cannot build.
+  // Against CUTLASS's best (cooperative 128 x 128, cluster 1 x 2, A multicast), graph replays:
+  // 1153-1190 vs 1104 (6144 x 1536 x 7168), 1096 vs 1013 (6144 x 4608 x 7168), 1095 vs 1070
+  // (6144 x 7168 x 2304), ties at K = 2048 and 2560 (1043-1047 vs 1048, 1031 vs 1038).
+  return index_of("own_128x192");
 }
 
 extern "C" size_t gemm_sm90_workspace_bytes(int config, Sm90Order order, int64_t m, int64_t n,

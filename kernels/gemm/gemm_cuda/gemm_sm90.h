@@ -8,7 +8,7 @@
 // Whether the current device can run the sm_90a (H100/H200) CUTLASS path.
 extern "C" int gemm_sm90_available();
 
-// The CUTLASS configurations built (gemm_sm90_configs.h), by index; nullptr past the end.
+// The configurations built (gemm_sm90_configs.h), by index; nullptr past the end.
 extern "C" int gemm_sm90_config_count();
 extern "C" const char* gemm_sm90_config_name(int config);
 

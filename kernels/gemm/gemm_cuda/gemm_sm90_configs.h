@@ -25,11 +25,13 @@ struct Problem {
 };
 
 // X(name): every configuration built. The names say schedule, tile (M x N; K is always 128, the
-// scale block), cluster (M x N) and, where not the persistent data-parallel one, the tile scheduler.
-// Tried and left out: a 128 x 192 tile (b_scale expanded to 64 or 32 columns per scale): CUTLASS
-// 4.2's blockwise mainloop compiles for neither ("Stride Divisibility Condition" in its scale-copy
-// partitioning; for 32 also "Accumulator and scaleB must have same shape"); larger epilogue store
-// tiles (64 x 128 ping-pong, 128 x 64 cooperative): no faster at any shape (benchmarks/RESULTS.md).
+// scale block), cluster (M x N) and, where not the persistent data-parallel one, the tile scheduler;
+// "own" is our own kernel (gemm_sm90_own_kernel.cuh), the rest CUTLASS's.
+// Tried and left out: a CUTLASS 128 x 192 tile (b_scale expanded to 64 or 32 columns per scale):
+// its blockwise mainloop compiles for neither ("Stride Divisibility Condition" in its scale-copy
+// partitioning; for 32 also "Accumulator and scaleB must have same shape"), hence our own kernel;
+// larger epilogue store tiles (64 x 128 ping-pong, 128 x 64 cooperative): no faster at any shape
+// (benchmarks/RESULTS.md).
 #define GEMM_SM90_CONFIGS(X)         \
   X(coop_128x128_c1x2)               \
   X(coop_128x128_c2x1)               \
@@ -38,7 +40,9 @@ struct Problem {
   X(coop_128x128_c1x1_streamk)       \
   X(pingpong_64x128_c1x1)            \
   X(pingpong_64x128_c2x1)            \
-  X(pingpong_64x128_c1x2)
+  X(pingpong_64x128_c1x2)            \
+  X(own_128x192)                     \
+  X(own_128x192_d2)
 
 #define GEMM_SM90_DECLARE(NAME)                                       \
   size_t workspace_bytes_##NAME(const Problem& p);                    \

@@ -28,6 +28,7 @@
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/util/packed_stride.hpp"
 
+#include "device.h"
 #include "gemm_sm90_configs.h"
 
 namespace fp8gemm::sm90 {
@@ -104,23 +105,13 @@ struct Config {
 
   static size_t workspace_bytes(const Problem& p) { return Gemm::get_workspace_size(arguments(p)); }
 
-  // The kernel's shared memory (over the 48 KB a launch gets by default) is an opt-in per device
-  // that lasts for the process: made once per device here, where CUTLASS's
-  // GemmUniversalAdapter::initialize repeats it (a driver call) before every launch.
+  // Made once per device (device.h), where CUTLASS's GemmUniversalAdapter::initialize repeats
+  // the opt-in (a driver call) before every launch.
   static cudaError_t opt_in_shared_memory(int device) {
-    constexpr int kSmemBytes = GemmKernel::SharedStorageSize;
-    if constexpr (kSmemBytes < (48 << 10)) {
-      return cudaSuccess;
-    } else {
-      static std::atomic<uint64_t> done{0};  // bit d: device d has opted in
-      const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
-      if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
-      const cudaError_t status = cudaFuncSetAttribute(
-          cutlass::device_kernel<GemmKernel>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-          kSmemBytes);
-      if (status == cudaSuccess) done.fetch_or(bit, std::memory_order_release);
-      return status;
-    }
+    static std::atomic<uint64_t> done{0};
+    return fp8gemm::opt_in_shared_memory(
+        reinterpret_cast<const void*>(cutlass::device_kernel<GemmKernel>),
+        GemmKernel::SharedStorageSize, device, done);
   }
 
   // What GemmUniversalAdapter's initialize + run do, with the opt-in above made once.

@@ -195,16 +195,21 @@ def test_m_above_the_limit_is_refused_by_the_binding(device: str):
         gemm.ops.gemm(out, a, b, sa, sb)
 
 
-@pytest.mark.parametrize("kernel", ["default", "mma"])
+@pytest.mark.parametrize("kernel", ["default", "mma", "own_128x192", "own_128x192_d2"])
 def test_m_at_the_limit_runs_on_the_gpu(device: str, kernel: str, monkeypatch: pytest.MonkeyPatch):
     """The binding's limit is the launchers' limit: the largest M it accepts runs, on every CUDA
     kernel (before, the HIP launcher refused the last 64 sizes the binding let through)."""
     if device == "cpu":
         pytest.skip("M = 4194240 takes seconds on the CPU; the limit is about the GPU grids")
-    if kernel == "mma":
+    if kernel != "default":
         if gemm.backend != "cuda":
             pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
-        monkeypatch.setenv("GEMM_CUDA_KERNEL", "mma")
+        if kernel == "mma":
+            monkeypatch.setenv("GEMM_CUDA_KERNEL", "mma")
+        elif torch.cuda.get_device_capability() != (9, 0):
+            pytest.skip(f"{kernel} is an sm_90a (H100/H200) kernel")
+        else:
+            monkeypatch.setenv("GEMM_SM90_CONFIG", kernel)
     fp8 = torch.float8_e4m3fn if gemm.backend == "cuda" else torch.float8_e4m3fnuz
     a, b, sa, sb = make_inputs(MAX_M, 128, 128, fp8, device, seed=6)
     out = gemm.gemm(a, b, sa, sb)
@@ -319,15 +324,22 @@ def test_cpu_property_extreme_scales_zeros_nan_inf_propagate_like_the_reference(
     assert bool(((out[finite] - ref[finite]).abs() <= bound).all())
 
 
-@pytest.mark.parametrize("kernel", ["default", "mma"])
+@pytest.mark.parametrize("kernel", ["default", "mma", "own_128x192", "own_128x192_d2"])
 def test_cuda_kernels_match_the_reference_at_random_shapes(
     device: str, kernel: str, monkeypatch: pytest.MonkeyPatch
 ):
-    """On an H100 "default" is the CUTLASS (TMA + wgmma) kernel, "mma" our mma.sync kernel."""
+    """On an H100 "default" is what the dispatch table picks (at these sizes a CUTLASS kernel),
+    "mma" our mma.sync kernel, "own_128x192" (and "_d2", its double-buffered output) our TMA +
+    wgmma kernel: its 192-column tiles straddle b's 128-column scale blocks at odd multiples of 128
+    and overhang N at most of them."""
     if gemm.backend != "cuda":
         pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
     if kernel == "mma":
         monkeypatch.setenv("GEMM_CUDA_KERNEL", "mma")
+    elif kernel != "default":
+        if torch.cuda.get_device_capability() != (9, 0):
+            pytest.skip(f"{kernel} is an sm_90a (H100/H200) kernel")
+        monkeypatch.setenv("GEMM_SM90_CONFIG", kernel)
     g = torch.Generator().manual_seed(20261122)
     for _ in range(12):
         m = int(torch.randint(1, 2000, (1,), generator=g))
@@ -342,8 +354,9 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
 @pytest.mark.parametrize(
     ("m", "n", "k"),
     # On an H100 these take each branch of gemm_sm90.cu's table: ping-pong (short K; M = 130 also
-    # pads a_scale), one wave, stream-K (its workspace is cleared on the stream), clusters.
-    [(130, 384, 512), (256, 1024, 1024), (1024, 4608, 1024), (6144, 1536, 1024)],
+    # pads a_scale), our own kernel at short K (double-buffered output), one wave, stream-K (its
+    # workspace is cleared on the stream), our own kernel.
+    [(130, 384, 512), (2048, 4608, 512), (256, 1024, 1024), (1024, 4608, 1024), (6144, 1536, 1024)],
 )
 def test_cuda_graph_replays_the_op_on_new_inputs(device: str, m: int, n: int, k: int):
     """Inference engines capture the op into a CUDA graph and replay it on new data written into

@@ -133,7 +133,7 @@ int env_int(const char* name, int fallback) {
   return text != nullptr && *text != '\0' ? std::atoi(text) : fallback;
 }
 
-// The CUTLASS configuration and tile order for this problem: the dispatch table's choice, or what
+// The sm_90a configuration and tile order for this problem: the dispatch table's choice, or what
 // GEMM_SM90_CONFIG / GEMM_SM90_SWIZZLE / GEMM_SM90_RASTER name (the benchmark times each).
 int sm90_config(int64_t m, int64_t n, int64_t k, Sm90Order* order) {
   int config = gemm_sm90_choose(m, n, k, order);

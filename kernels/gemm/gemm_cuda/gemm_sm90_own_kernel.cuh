@@ -1,0 +1,357 @@
+// Our own H100 (sm_90a) FP8 kernel, for the tile CUTLASS 4.2's blockwise mainloop cannot build:
+// 128 x BLOCK_N with BLOCK_N not a multiple of 128 (192 is the one gemm_sm90.cu's table uses).
+// Same layouts and result as the CUTLASS configurations (gemm_sm90_kernel.cuh):
+//   a        (M, K) row-major e4m3
+//   bt       (N, K) row-major e4m3 (b column-major)
+//   a_scale  (K/128, a_scale_ld) fp32, M contiguous: one scale per row and 128-wide K block
+//   b_scale  (K/128, N/128) fp32: one scale per 128 x 128 block of b
+//   out      (M, N) row-major bf16
+// out[m][n] = sum_kb a_scale[kb][m] * b_scale[kb][n/128] * sum_{k in kb} a[m][k] * bt[n][k]
+//
+// Why a kernel of our own: a 128 x 192 tile does 1.5x the math of a 128 x 128 one per byte of A it
+// loads, and leaves fewer idle SMs in the last wave at the shapes DeepGEMM wins with it. CUTLASS's
+// scale copies partition only N tiles that are multiples of 128, and it keeps two full fp32
+// accumulators. Here each math warpgroup keeps one accumulator plus a 64 x BLOCK_N temporary that
+// wgmma fills for a single 128-deep K block; the temporary is then added into the accumulator
+// ("promotion") with the b scale of each column's own 128-column block, so a tile may straddle
+// two b-scale blocks.
+//
+// Structure: persistent, warp-specialised, 384 threads. Warpgroup 0 is the producer: one thread
+// fills a ring of shared-memory stages with TMA loads of A, Bt and a_scale, and writes the k
+// block's two b scales itself. Warpgroups 1 and 2 do the math, 64 rows each; each stores its bf16
+// rows through a swizzled shared-memory buffer with TMA stores (which clip rows >= M and columns
+// >= N) that drain while its next tile's mainloop runs.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include <cuda.h>  // CUtensorMap (types only: the driver's encoder is fetched at run time)
+#include <cuda_bf16.h>
+
+#include "cute/arch/cluster_sm90.hpp"
+#include "cute/arch/copy_sm90_tma.hpp"
+#include "cute/arch/mma_sm90_desc.hpp"
+#include "cute/arch/mma_sm90_gmma.hpp"
+#include "cutlass/arch/barrier.h"
+#include "cutlass/arch/reg_reconfig.h"
+
+namespace fp8gemm::sm90_own {
+
+constexpr int kBlockM = 128;           // two math warpgroups of 64 rows (one wgmma m64 atom each)
+constexpr int kBlockK = 128;           // one a/b scale per 128 K; also 128 bytes = one swizzle row
+constexpr int kScaleBlockN = 128;      // b scales cover 128 columns
+constexpr int kNumThreads = 384;       // producer warpgroup + 2 math warpgroups
+constexpr int kSmemCapacity = 232448;  // H100 opt-in dynamic shared memory per block
+constexpr int kGroupM = 8;             // tiles are walked in groups of 8 row blocks (L2 reuse)
+
+// The wgmma atom 64 x N x 32 (e4m3 x e4m3 -> f32, both operands K-major in shared memory).
+template <int N>
+struct Wgmma;
+template <>
+struct Wgmma<192> {
+  using Op = cute::SM90::GMMA::MMA_64x192x32_F32E4M3E4M3_SS_TN<>;
+};
+
+// kDBufs: output staging buffers per math warpgroup. With two, a tile's bf16 rows go into one
+// while the TMA still reads the previous tile's from the other: what short K needs, where a tile's
+// mainloop is too short to hide its stores; it costs a pipeline stage of shared memory.
+template <int BN, int kDBufs_ = 1>
+struct TileConfig {
+  static constexpr int kBlockN = BN;
+  static constexpr int kDBufs = kDBufs_;
+  static constexpr int kAccum = BN / 2;  // fp32 values per thread of a 64 x BN wgmma result
+  // Output store: TMA boxes of 64 rows x kStoreCols columns, swizzled to the box's row width.
+  static constexpr int kStoreCols = BN % 64 == 0 ? 64 : (BN % 32 == 0 ? 32 : 16);
+  static constexpr int kStoreSwizzleBytes = kStoreCols * 2;
+
+  static constexpr int kSmemA = kBlockM * kBlockK;
+  static constexpr int kSmemB = BN * kBlockK;
+  // Per stage: a_scale of the tile's 128 rows (TMA), then the k block's two b scales.
+  static constexpr int kSmemScales = (kBlockM * 4 + 8 + 127) / 128 * 128;
+  static constexpr int kSmemDPerWg = 64 * BN * 2;
+  static constexpr int kSmemPerStage = kSmemA + kSmemB + kSmemScales + 16;  // + 2 mbarriers
+  static constexpr int kStagesFit = (kSmemCapacity - 2 * kDBufs * kSmemDPerWg) / kSmemPerStage;
+  static constexpr int kStages = kStagesFit > 8 ? 8 : kStagesFit;
+  // Shared memory: [A stages][B stages][D: wg0's buffers, wg1's][scale stages][full bars]
+  // [empty bars]
+  static constexpr int kOffB = kStages * kSmemA;
+  static constexpr int kOffD = kOffB + kStages * kSmemB;
+  static constexpr int kOffScales = kOffD + 2 * kDBufs * kSmemDPerWg;
+  static constexpr int kOffBar = kOffScales + kStages * kSmemScales;
+  static constexpr int kSmemBytes = kOffBar + 2 * kStages * 8;
+
+  static_assert(BN % 16 == 0 && BN <= 256, "wgmma N");
+  static_assert(kDBufs == 1 || kDBufs == 2, "one or two output buffers");
+  static_assert(kStages >= 3, "too few pipeline stages fit in shared memory");
+  static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemDPerWg % 1024 == 0,
+                "128-byte swizzled tiles must stay 1024-byte aligned");
+};
+
+struct Params {
+  int m, n, k;
+  const float* b_scale;  // (K/128, N/128)
+  int num_n_scales;      // N/128
+  int num_m_blocks, num_n_blocks, num_tiles;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Small device helpers.
+
+// Named barrier 1 + wg: the 128 threads of math warpgroup wg (barrier 0 is __syncthreads').
+__device__ __forceinline__ void warpgroup_barrier(int wg) {
+  asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory");
+}
+
+// wgmma shared-memory descriptor of a K-major tile stored with the 128-byte swizzle (8 rows x 128
+// bytes per 1024-byte atom, atoms stacked along M/N).
+__device__ __forceinline__ uint64_t make_sw128_desc(const void* smem) {
+  cute::GmmaDescriptor desc;
+  desc.bitfield.start_address_ = static_cast<uint16_t>(cute::cast_smem_ptr_to_uint(smem) >> 4);
+  desc.bitfield.leading_byte_offset_ = 1;  // unused for swizzled K-major layouts
+  desc.bitfield.stride_byte_offset_ = 1024 >> 4;
+  desc.bitfield.base_offset_ = 0;
+  desc.bitfield.layout_type_ = 1;  // SWIZZLE_128B
+  return desc.desc_;
+}
+
+template <class Op, std::size_t... I>
+__device__ __forceinline__ void wgmma_call(uint64_t desc_a, uint64_t desc_b, float* d,
+                                           cute::SM90::GMMA::ScaleOut scale_d,
+                                           std::index_sequence<I...>) {
+  Op::fma(desc_a, desc_b, d[I]..., scale_d);
+}
+
+// Tile index -> (m block, n block): groups of kGroupM row blocks, column by column inside a
+// group, so that the ~132 tiles in flight share A rows and Bt rows in L2.
+__device__ __forceinline__ void tile_coords(const Params& p, int tile, int& m_blk, int& n_blk) {
+  const int per_group = kGroupM * p.num_n_blocks;
+  const int first = tile / per_group * kGroupM;
+  const int in_group = tile % per_group;
+  const int height = min(kGroupM, p.num_m_blocks - first);
+  m_blk = first + in_group % height;
+  n_blk = in_group / height;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One math warpgroup's work on one tile. kSplit: the tile's first kSplit columns take the k
+// block's first b scale, the rest its second (kSplit >= BN: one scale block). It is a template
+// argument so that choosing a column's scale in the promotion costs nothing.
+template <class Cfg, int kSplit>
+__device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_blk, int n_blk,
+                                          int wg, int& stage, uint32_t& phase, int d_buf,
+                                          const CUtensorMap* tmap_d) {
+  using Op = typename Wgmma<Cfg::kBlockN>::Op;
+  constexpr int BN = Cfg::kBlockN;
+  constexpr int kAcc = Cfg::kAccum;
+  const int tid = threadIdx.x % 128;
+  const int warp = tid / 32, lane = tid % 32;
+  const int row0 = warp * 16 + lane / 4;  // this thread's rows of the 64-row atom: row0, row0 + 8
+
+  auto* full = reinterpret_cast<cutlass::arch::ClusterTransactionBarrier*>(smem + Cfg::kOffBar);
+  auto* empty = reinterpret_cast<cutlass::arch::ClusterBarrier*>(smem + Cfg::kOffBar +
+                                                                 Cfg::kStages * 8);
+  const int num_k_blocks = p.k / kBlockK;
+
+  float acc[kAcc];
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+  float tmp[kAcc];
+
+  for (int kb = 0; kb < num_k_blocks; ++kb) {
+    full[stage].wait(phase);
+    const uint8_t* a_stage = smem + stage * Cfg::kSmemA;
+    const uint64_t desc_a = make_sw128_desc(a_stage + wg * 64 * kBlockK);
+    const uint64_t desc_b = make_sw128_desc(smem + Cfg::kOffB + stage * Cfg::kSmemB);
+    // Read all this warpgroup needs from the stage before it is released.
+    const float* scales =
+        reinterpret_cast<const float*>(smem + Cfg::kOffScales + stage * Cfg::kSmemScales);
+    const float sa0 = scales[wg * 64 + row0];
+    const float sa1 = scales[wg * 64 + row0 + 8];
+    const float sb_lo = scales[kBlockM], sb_hi = scales[kBlockM + 1];
+
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(tmp[i]);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int kk = 0; kk < kBlockK / 32; ++kk) {
+      // K step of 32 e4m3 = 32 bytes = 2 units of the descriptor's 16-byte address field.
+      wgmma_call<Op>(desc_a + 2 * kk, desc_b + 2 * kk, tmp,
+                     kk == 0 ? cute::SM90::GMMA::ScaleOut::Zero : cute::SM90::GMMA::ScaleOut::One,
+                     std::make_index_sequence<kAcc>{});
+    }
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(tmp[i]);
+    // The stage's operands are consumed: release it to the producer before promoting. Every
+    // thread arrives for its own reads (one lane per warp would do by the memory model after a
+    // __syncwarp, but compute-sanitizer's racecheck then reports the other lanes' reads as racing
+    // the producer's next writes: benchmarks/racecheck_repro.cu, RESULTS.md).
+    empty[stage].arrive();
+
+    // Promotion. wgmma m64nNk32's result layout: value 4*j + {0,1} is (row0, 8*j + 2*(lane%4)
+    // + {0,1}), value 4*j + {2,3} is row0 + 8; so an 8-column chunk j lies wholly on one side
+    // of the b-scale boundary kSplit (a multiple of 16).
+    const float s00 = sa0 * sb_lo, s10 = sa1 * sb_lo;
+    const float s01 = sa0 * sb_hi, s11 = sa1 * sb_hi;
+#pragma unroll
+    for (int j = 0; j < kAcc / 4; ++j) {
+      const bool lo = j * 8 < kSplit;
+      acc[4 * j + 0] += (lo ? s00 : s01) * tmp[4 * j + 0];
+      acc[4 * j + 1] += (lo ? s00 : s01) * tmp[4 * j + 1];
+      acc[4 * j + 2] += (lo ? s10 : s11) * tmp[4 * j + 2];
+      acc[4 * j + 3] += (lo ? s10 : s11) * tmp[4 * j + 3];
+    }
+    stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;
+    phase ^= stage == 0;
+  }
+
+  // Epilogue: bf16 into this warpgroup's swizzled buffer d_buf, then TMA stores. The buffer is
+  // free once the stores that last read it (kDBufs tiles ago) are done. The 16-byte chunk (column / 8) of a row is
+  // XORed with the row's position in its swizzle atom, as the TMA expects; the 8 rows a warp
+  // writes at once then hit 8 different chunks, so the 4-byte stores are free of bank conflicts.
+  constexpr int kCols = Cfg::kStoreCols;
+  constexpr int kSwizzleMask = Cfg::kStoreSwizzleBytes / 16 - 1;
+  constexpr int kBoxBytes = 64 * kCols * 2;
+  uint8_t* d_smem = smem + Cfg::kOffD + (wg * Cfg::kDBufs + d_buf) * Cfg::kSmemDPerWg;
+  if (tid == 0) cute::tma_store_wait<Cfg::kDBufs - 1>();
+  warpgroup_barrier(wg);
+#pragma unroll
+  for (int j = 0; j < kAcc / 4; ++j) {
+    const int col = j * 8 + 2 * (lane % 4);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 8 * h;
+      uint32_t off = (col / kCols) * kBoxBytes + row * (kCols * 2) + (col % kCols) * 2;
+      off ^= ((off >> 7) & kSwizzleMask) << 4;
+      *reinterpret_cast<__nv_bfloat162*>(d_smem + off) =
+          __floats2bfloat162_rn(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+  }
+  cute::tma_store_fence();  // make the generic-proxy writes visible to the TMA (async proxy)
+  warpgroup_barrier(wg);
+  if (tid == 0) {
+    const int m0 = m_blk * kBlockM + wg * 64;
+    const int n0 = n_blk * BN;
+#pragma unroll
+    for (int c = 0; c < BN / kCols; ++c)
+      cute::SM90_TMA_STORE_2D::copy(tmap_d, d_smem + c * kBoxBytes, n0 + c * kCols, m0);
+    cute::tma_store_arrive();
+  }
+}
+
+// Runtime -> compile-time b-scale split column (128 - n0 % 128, a multiple of gcd(BN, 128)).
+template <class Cfg, int kSplit>
+__device__ __forceinline__ void math_tile_dispatch(int scale_split, const Params& p,
+                                                   uint8_t* smem, int m_blk, int n_blk, int wg,
+                                                   int& stage, uint32_t& phase, int d_buf,
+                                                   const CUtensorMap* tmap_d) {
+  constexpr int kGcd = Cfg::kBlockN % 128 == 0 ? 128
+                       : Cfg::kBlockN % 64 == 0 ? 64
+                       : Cfg::kBlockN % 32 == 0 ? 32
+                                                 : 16;
+  if constexpr (kSplit > kGcd) {
+    if (scale_split != kSplit) {
+      math_tile_dispatch<Cfg, kSplit - kGcd>(scale_split, p, smem, m_blk, n_blk, wg, stage, phase,
+                                             d_buf, tmap_d);
+      return;
+    }
+  }
+  math_tile<Cfg, kSplit>(p, smem, m_blk, n_blk, wg, stage, phase, d_buf, tmap_d);
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(kNumThreads, 1)
+    gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,
+                const __grid_constant__ CUtensorMap tmap_b,
+                const __grid_constant__ CUtensorMap tmap_sfa,
+                const __grid_constant__ CUtensorMap tmap_d, const Params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(1024) uint8_t smem[];
+  auto* full = reinterpret_cast<cutlass::arch::ClusterTransactionBarrier*>(smem + Cfg::kOffBar);
+  auto* empty = reinterpret_cast<cutlass::arch::ClusterBarrier*>(smem + Cfg::kOffBar +
+                                                                 Cfg::kStages * 8);
+  const int warp = threadIdx.x / 32;
+  const int wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    // The 128-byte swizzle is a function of the address: tiles must be 1024-byte aligned.
+    if (cute::cast_smem_ptr_to_uint(smem) % 1024 != 0) __trap();
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      full[s].init(1);       // the producer's arrival, which also expects the TMA bytes
+      empty[s].init(2 * 128);  // every math thread
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  if (warp == 1 && cute::elect_one_sync()) {
+    cute::prefetch_tma_descriptor(&tmap_a);
+    cute::prefetch_tma_descriptor(&tmap_b);
+    cute::prefetch_tma_descriptor(&tmap_sfa);
+    cute::prefetch_tma_descriptor(&tmap_d);
+  }
+  __syncthreads();
+
+  const int num_k_blocks = p.k / kBlockK;
+  int stage = 0;
+  uint32_t phase = 0;
+
+  if (wg == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<40>();
+    if (warp == 0 && cute::elect_one_sync()) {
+      constexpr uint32_t kStageBytes =
+          Cfg::kSmemA + Cfg::kSmemB + kBlockM * 4;  // out-of-bounds parts count too (zeros)
+      for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+        int m_blk, n_blk;
+        tile_coords(p, tile, m_blk, n_blk);
+        const int m0 = m_blk * kBlockM, n0 = n_blk * Cfg::kBlockN;
+        // The b-scale blocks of the tile's columns (a tile straddles at most two).
+        const int s0 = n0 / kScaleBlockN;
+        const int s1 = min(s0 + 1, p.num_n_scales - 1);
+        // The b scales are plain loads, one k block ahead of their use so that their latency
+        // hides behind the wait for a free stage; each is written into the stage before the
+        // arrival that publishes it (mbarrier arrive releases, the math warps' wait acquires).
+        const float* sb = p.b_scale;
+        float next_lo = __ldg(sb + s0), next_hi = __ldg(sb + s1);
+        for (int kb = 0; kb < num_k_blocks; ++kb) {
+          const float lo = next_lo, hi = next_hi;
+          if (kb + 1 < num_k_blocks) {
+            const float* row = sb + static_cast<int64_t>(kb + 1) * p.num_n_scales;
+            next_lo = __ldg(row + s0);
+            next_hi = __ldg(row + s1);
+          }
+          empty[stage].wait(phase ^ 1);
+          float* scales = reinterpret_cast<float*>(smem + Cfg::kOffScales + stage * Cfg::kSmemScales);
+          scales[kBlockM] = lo;
+          scales[kBlockM + 1] = hi;
+          full[stage].arrive_and_expect_tx(kStageBytes);
+          uint64_t* bar = reinterpret_cast<uint64_t*>(&full[stage]);
+          cute::SM90_TMA_LOAD_2D::copy(&tmap_a, bar, 0, smem + stage * Cfg::kSmemA, kb * kBlockK,
+                                       m0);
+          cute::SM90_TMA_LOAD_2D::copy(&tmap_b, bar, 0, smem + Cfg::kOffB + stage * Cfg::kSmemB,
+                                       kb * kBlockK, n0);
+          cute::SM90_TMA_LOAD_2D::copy(&tmap_sfa, bar, 0, scales, m0, kb);
+          stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;
+          phase ^= stage == 0;
+        }
+      }
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<232>();
+    const int math_wg = wg - 1;
+    int d_buf = 0;
+    for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+      int m_blk, n_blk;
+      tile_coords(p, tile, m_blk, n_blk);
+      const int scale_split = kScaleBlockN - (n_blk * Cfg::kBlockN) % kScaleBlockN;
+      math_tile_dispatch<Cfg, kScaleBlockN>(scale_split, p, smem, m_blk, n_blk, math_wg, stage,
+                                            phase, d_buf, &tmap_d);
+      d_buf = d_buf + 1 == Cfg::kDBufs ? 0 : d_buf + 1;
+    }
+    // The shared memory being stored must outlive the stores.
+    if (threadIdx.x % 128 == 0) cute::tma_store_wait<0>();
+  }
+#endif
+}
+
+}  // namespace fp8gemm::sm90_own
