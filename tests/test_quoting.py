@@ -299,3 +299,19 @@ def test_validate_refuses_sources_with_brackets(project: Callable[[str], Path], 
     edit(root / "build.toml", 'src = ["cpu/ops_cpu.cpp"]', f'src = ["cpu/ops_cpu.cpp", "{name}"]')
     with pytest.raises(BuildConfigError, match="contains a character a build path cannot have"):
         validate(root / "build.toml")
+
+
+@pytest.mark.parametrize("name", ["SOURCES", "./CXX_FLAGS", "DEPENDS/"])
+def test_validate_refuses_an_include_folder_named_like_a_cmake_keyword(
+    project: Callable[[str], Path], name: str
+) -> None:
+    root = project("scale_add")
+    (root / name).mkdir()
+    edit(
+        root / "build.toml",
+        'src = ["cpu/ops_cpu.cpp"]',
+        f'src = ["cpu/ops_cpu.cpp"]\ninclude = ["cpu", "{name}"]',
+    )
+    with pytest.raises(BuildConfigError, match="is a keyword of the generated CMake") as caught:
+        validate(root / "build.toml")
+    assert caught.value.key == "[kernel.ops_cpu].include[1]"

@@ -81,6 +81,13 @@ _FLAG_CMAKE_PREFIXES = ("SHELL:", "LINKER:")
 # is allowed and ignored). TORCH_TARGET_VERSION holds major and minor in one byte each, and
 # the Hub's variant names (torch-stable-abi<major><minor>) take a one-digit major.
 _STABLE_ABI = re.compile(r"([0-9])\.([0-9]{1,3})(\.[0-9]+)?")
+# The keywords of the generated CMake's kernel functions (cmake_parse_arguments): an include
+# folder given as one of them in place would start a new argument list. (Flags are wrapped by
+# render.cmake_flag instead; sources always have a suffix.)
+CMAKE_KEYWORDS = frozenset(
+    ("ARCHS", "CAPABILITIES", "CUDA_FLAGS", "CXX_FLAGS", "DEPENDS", "HIP_FLAGS", "INCLUDES",
+     "MINVER", "SOURCES")
+)  # fmt: skip
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 # Git URLs as kernel-builder accepts them: a URL with a git scheme, or scp-like user@host:path.
 _GIT_URL = re.compile(
@@ -375,6 +382,13 @@ class Reader:
         for i, entry in enumerate(entries):
             with self.attempt():
                 path = self.project_path(entry, f"{key}[{i}]", want_dir=True)
+                if str(path) in CMAKE_KEYWORDS:
+                    raise self.fail(
+                        f"{key}[{i}]",
+                        f"{entry!r} is a keyword of the generated CMake's kernel functions "
+                        f"({', '.join(sorted(CMAKE_KEYWORDS))}), which would take the folder "
+                        "for one; rename the folder",
+                    )
                 if path not in result:
                     result.append(path)
         return tuple(result)
