@@ -48,6 +48,11 @@ BUILD_FOLDER, BUILD_DIR_PREFIX = BUILD_DIR.split("/")
 # re.ASCII: \w and friends would accept non-ASCII letters; fullmatch: `$` accepts a trailing
 # newline.
 _OPS_ID = re.compile(r"[A-Za-z0-9_]{1,32}", re.ASCII)
+# What the project and target folders' paths may not hold: the generated CMake lists sources
+# and CMAKE_MODULE_PATH entries under them, and CMake lists split at ';', join elements at an
+# unbalanced '[' or ']', and take '\\' as an escape; CMake drops a newline that starts a bracket
+# argument, and no kernel project's folder has a newline or other control character.
+_UNSAFE_FOLDER_CHARS = re.compile(r"[;\[\]\\\x00-\x1f\x7f]")
 # A CMake cache entry NAME[:TYPE]=VALUE, as `cmake -D` takes it.
 _DEFINE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=.*", re.ASCII | re.DOTALL)
 
@@ -220,12 +225,11 @@ def _generate_locked(
     backend: str | None,
     ops_id: str | None,
 ) -> GenerateReport:
-    prefix = os.path.relpath(build_toml.parent.resolve(), folder.path.resolve())
     options = RenderOptions(
         ops_id=ops_id or default_ops_id(build_toml, project),
         default_backend=backend if backend in project.buildable_backends else "auto",
         build_toml_name=build_toml.name,
-        source_prefix="" if prefix == "." else prefix.replace(os.sep, "/") + "/",
+        source_prefix=_source_prefix(build_toml, folder.path),
     )
     fileset = render_project(project, options)
     # pip (scikit-build-core) builds in build/cmake, following symlinks: a planted `build` or
@@ -240,6 +244,30 @@ def _generate_locked(
     written = write_fileset_locked(fileset, folder, force=force)
     skipped = project.skipped_backends if project.framework == "torch" else ()
     return GenerateReport(written, skipped, (*project.warnings, *written.warnings))
+
+
+def _source_prefix(build_toml: Path, target: Path) -> str:
+    """The project folder relative to the target folder ("" in place, else ending in "/"),
+    after refusing folder paths the generated CMake could not name as they are."""
+    project_dir = build_toml.parent.resolve()
+    target_dir = target.resolve()
+    # CMake sees the path a build is started with as well as the one symlinks lead to.
+    folders = [
+        ("project folder", build_toml.parent.absolute()),
+        ("project folder", project_dir),
+        ("target folder", target.absolute()),
+        ("target folder", target_dir),
+    ]
+    for what, folder in folders:
+        found = _UNSAFE_FOLDER_CHARS.search(str(folder))
+        if found is not None:
+            raise Build2CMakeError(
+                f"{str(folder)!r}: the {what}'s path contains {found.group()!r}; CMake would "
+                "split, join or shorten it where the generated build names it (it cannot hold "
+                "';', '[', ']', '\\' or control characters such as a newline). Rename the folder"
+            )
+    prefix = os.path.relpath(project_dir, target_dir)
+    return "" if prefix == "." else prefix.replace(os.sep, "/") + "/"
 
 
 def build(

@@ -1,8 +1,9 @@
 """Render the templates (cmake_templates/ and torch-ext/) for a Project into a FileSet.
 
 Strings from build.toml or from the file system reach the generated files only through the
-quoting filters below (CMake bracket arguments, TOML basic strings, Python literals), so a
-hostile name cannot become code in CMakeLists.txt, pyproject.toml or _ops.py.
+quoting filters below (CMake bracket arguments, compiler flags escaped for generator
+expressions, TOML basic strings, Python literals), so a hostile name cannot become code in
+CMakeLists.txt, pyproject.toml or _ops.py.
 """
 
 from __future__ import annotations
@@ -64,19 +65,46 @@ def environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["cmake_quote"] = cmake_quote
+    env.filters["cmake_flag"] = cmake_flag
     env.filters["toml_str"] = toml_str
     env.filters["py_str"] = py_str
     return env
 
 
+_QUOTED_ESCAPES = {"\\": "\\\\", '"': '\\"', "$": "\\$", "\r": "\\r", "\n": "\\n"}
+
+
 def cmake_quote(value: object) -> str:
-    """A CMake bracket argument: taken literally (no variables, escapes or list splitting
-    inside), whatever it contains."""
+    """One CMake argument that is taken literally, whatever it contains: a bracket argument
+    (no variables, escapes or list splitting inside), or a quoted argument with escapes for
+    text a bracket argument would change."""
     text = str(value)
+    if "\r" in text or text.startswith("\n"):
+        # CMake drops a newline right after the opening bracket and reads CRLF as LF.
+        return '"' + re.sub(r'[\\"$\r\n]', lambda m: _QUOTED_ESCAPES[m.group()], text) + '"'
     level = 0
     while f"]{'=' * level}]" in text or text.endswith("]" + "=" * level):
         level += 1
     return f"[{'=' * level}[{text}]{'=' * level}]"
+
+
+# Compile options are generator expressions (the templates wrap them in
+# $<$<COMPILE_LANGUAGE:...>:...>, and COMPILE_OPTIONS evaluates them anyway): these characters
+# would open or close one, or split its arguments. `$` has no escape of its own; $<1:$> yields it.
+_GENEX_ESCAPES = {"$": "$<1:$>", ">": "$<ANGLE-R>", ",": "$<COMMA>"}
+_GENEX_SPECIAL = re.compile("[$>,]")
+# An all-caps word could be a keyword of the build2cmake_add_*_kernel functions (SOURCES,
+# INCLUDES, ...), which cmake_parse_arguments would take it for.
+_KEYWORD_LIKE = re.compile("[A-Z0-9_]+")
+
+
+def cmake_flag(value: object) -> str:
+    """A compiler flag as a bracket argument that reaches the compiler as it is: generator
+    expression syntax escaped, and never mistaken for a function keyword."""
+    text = _GENEX_SPECIAL.sub(lambda m: _GENEX_ESCAPES[m.group()], str(value))
+    if _KEYWORD_LIKE.fullmatch(text):
+        text = f"$<1:{text}>"
+    return cmake_quote(text)
 
 
 def toml_str(value: object) -> str:

@@ -64,7 +64,8 @@ def test_a_hostile_project_folder_name_reaches_cmake_and_toml_quoted(
     project: Callable[[str], Path], tmp_path: Path
 ) -> None:
     root = project("scale_add")
-    hostile = root.parent / 'p"q ${X} ]]'
+    # ('[' and ']' are refused: CMake lists join elements at an unbalanced one; test_quoting.py)
+    hostile = root.parent / 'p"q ${X} #'
     root.rename(hostile)
     out = tmp_path / "out"
     out.mkdir()
@@ -73,7 +74,7 @@ def test_a_hostile_project_folder_name_reaches_cmake_and_toml_quoted(
     (package,) = pyproject["tool"]["scikit-build"]["wheel"]["packages"]
     assert (out / package).resolve() == (hostile / "torch-ext" / "scale_add").resolve()
     cmake = (out / "CMakeLists.txt").read_text()
-    assert '[=[../p"q ${X} ]]/hip/scale_add.hip]=]' in cmake
+    assert '[[../p"q ${X} #/hip/scale_add.hip]]' in cmake
 
 
 @pytest.mark.parametrize(

@@ -64,13 +64,30 @@ SOURCE_SUFFIXES: dict[str, tuple[str, ...]] = {
 HEADER_SUFFIXES = _HEADERS
 
 # Characters a build path may not contain: they would end or split a CMake argument or start a
-# variable reference, and control characters (NUL, newline, ...) have no place in a file name.
-_UNSAFE_PATH_CHARS = re.compile(r'[;"$\\`\x00-\x1f\x7f]')
+# variable reference, an unbalanced '[' or ']' joins CMake list elements (the path with the
+# next), and control characters (NUL, newline, ...) have no place in a file name.
+_UNSAFE_PATH_CHARS = re.compile(r'[;"$\\`\[\]\x00-\x1f\x7f]')
 _VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,2}")
 _REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
 _FILE_EXTENSION = re.compile(r"[A-Za-z0-9]+")
 # A compiler flag: printable ASCII, no CMake list separator. Each flag is its own string.
 _FLAG = re.compile(r"[\x21-\x3a\x3c-\x7e]([\x20-\x3a\x3c-\x7e]*[\x21-\x3a\x3c-\x7e])?")
+# Flags travel through CMake lists, where an unbalanced '[' or ']' joins the following
+# elements into one and a '\' before the separator escapes it; CMake splits a flag that starts
+# with SHELL: (or LINKER:) into several. No flag a kernel project uses needs them.
+_FLAG_LIST_CHARS = re.compile(r"[\[\]\\]")
+_FLAG_CMAKE_PREFIXES = ("SHELL:", "LINKER:")
+# [torch] stable-abi: the torch release whose stable ABI a build targets, MAJOR.MINOR (a patch
+# is allowed and ignored). TORCH_TARGET_VERSION holds major and minor in one byte each, and
+# the Hub's variant names (torch-stable-abi<major><minor>) take a one-digit major.
+_STABLE_ABI = re.compile(r"([0-9])\.([0-9]{1,3})(\.[0-9]+)?")
+# The keywords of the generated CMake's kernel functions (cmake_parse_arguments): an include
+# folder given as one of them in place would start a new argument list. (Flags are wrapped by
+# render.cmake_flag instead; sources always have a suffix.)
+CMAKE_KEYWORDS = frozenset(
+    ("ARCHS", "CAPABILITIES", "CUDA_FLAGS", "CXX_FLAGS", "DEPENDS", "HIP_FLAGS", "INCLUDES",
+     "MINVER", "SOURCES")
+)  # fmt: skip
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 # Git URLs as kernel-builder accepts them: a URL with a git scheme, or scp-like user@host:path.
 _GIT_URL = re.compile(
@@ -260,6 +277,7 @@ class Reader:
         return tuple(result)
 
     def flags(self, value: Any, key: str) -> tuple[str, ...]:
+        """Compiler flags, one a string; each reaches the compiler exactly as written."""
         flags = self.str_list(value, key)
         for i, flag in enumerate(flags):
             if not _FLAG.fullmatch(flag):
@@ -268,7 +286,31 @@ class Reader:
                     f"{flag!r} is not a compiler flag (printable ASCII without ';', no "
                     "leading or trailing spaces; give each flag its own string)",
                 )
+            elif _FLAG_LIST_CHARS.search(flag):
+                self.fail(
+                    f"{key}[{i}]",
+                    f"{flag!r} contains '[', ']' or '\\', which CMake's lists would treat as "
+                    "list syntax (joining it with the next flag); write the flag without them",
+                )
+            elif flag.startswith(_FLAG_CMAKE_PREFIXES):
+                self.fail(
+                    f"{key}[{i}]",
+                    f"{flag!r} starts with {flag.split(':')[0]}:, which CMake would split into "
+                    "several options; give each flag its own string, without the prefix",
+                )
         return tuple(flags)
+
+    def stable_abi_version(self, value: Any, key: str) -> str:
+        """The torch release of [torch] stable-abi: MAJOR.MINOR such as '2.10'."""
+        text = self.version(value, key)
+        found = _STABLE_ABI.fullmatch(text)
+        if found is None or int(found.group(2)) > 255:
+            raise self.fail(
+                key,
+                f"{text!r} is not a torch release for the stable ABI; write MAJOR.MINOR with a "
+                "one-digit major and a minor up to 255, e.g. '2.10'",
+            )
+        return text
 
     def pyext(self, value: Any, key: str) -> tuple[str, ...]:
         exts = self.str_list(value, key)
@@ -340,6 +382,13 @@ class Reader:
         for i, entry in enumerate(entries):
             with self.attempt():
                 path = self.project_path(entry, f"{key}[{i}]", want_dir=True)
+                if str(path) in CMAKE_KEYWORDS:
+                    raise self.fail(
+                        f"{key}[{i}]",
+                        f"{entry!r} is a keyword of the generated CMake's kernel functions "
+                        f"({', '.join(sorted(CMAKE_KEYWORDS))}), which would take the folder "
+                        "for one; rename the folder",
+                    )
                 if path not in result:
                     result.append(path)
         return tuple(result)
@@ -352,7 +401,7 @@ class Reader:
             raise self.fail(
                 key,
                 f"{entry!r} contains a character a build path cannot have "
-                "(';', '\"', '$', '\\', '`' or a control character such as a newline)",
+                "(';', '\"', '$', '\\', '`', '[', ']' or a control character such as a newline)",
             )
         if entry.startswith("/") or re.match(r"[A-Za-z]:", entry):
             raise self.fail(

@@ -139,7 +139,22 @@ def kernels(
             kernel = kernel_section(r, name, section, allowed_backends, keys)
             if kernel is not None:
                 result.append(kernel)
+    check_target_names(r, result)
     return tuple(result)
+
+
+def check_target_names(r: Reader, found: list[Kernel]) -> None:
+    """Two kernel names that make one CMake target ('-' becomes '_'): CMake would refuse the
+    second add_library, so say it here, naming both."""
+    seen: dict[str, str] = {}
+    for kernel in found:
+        first = seen.setdefault(kernel.target_name, kernel.name)
+        if first != kernel.name:
+            r.fail(
+                f"[kernel.{kernel.name}]",
+                f"{kernel.name!r} and [kernel.{first}] both make the CMake target "
+                f"{kernel.target_name!r} ('-' becomes '_'); rename one",
+            )
 
 
 def kernel_name(r: Reader, name: str) -> None:
@@ -228,13 +243,13 @@ def stable_abi(r: Reader, value: Any, backends: tuple[str, ...]) -> tuple[tuple[
         for backend, version in sorted(value.items()):
             where = f"[torch.stable-abi].{backend}"
             with r.attempt():
-                checked = r.version(version, where)
+                checked = r.stable_abi_version(version, where)
                 if backend in backends:
                     result.append((backend, checked))
                 elif backend not in KNOWN_BACKENDS:
                     raise r.fail(where, f"{backend!r} is not a backend")
         return tuple(result)
-    version = r.version(value, key)
+    version = r.stable_abi_version(value, key)
     return tuple((backend, version) for backend in sorted(backends))
 
 

@@ -72,6 +72,7 @@ def read(data: Mapping[str, Any], build_toml: Path) -> Project:
                 "<name>_rocm); rename one",
             )
             break
+    sections.check_target_names(r, found)
     if universal:
         backends: tuple[str, ...] = LEGACY_BACKENDS
     else:
