@@ -501,8 +501,9 @@ def main() -> None:
         torch.cuda.empty_cache()
     print("\n".join(lines + host_lines + graph_lines))
     if args.explore:
-        Path(args.explore).write_text("\n".join(explore + orders) + "\n")
-        print("\n".join(explore + orders))
+        matrices = explore + (orders if order_configs else [])
+        Path(args.explore).write_text("\n".join(matrices) + "\n")
+        print("\n".join(matrices))
 
 
 if __name__ == "__main__":
