@@ -74,6 +74,12 @@ def read(data: Mapping[str, Any], build_toml: Path) -> Project:
             break
     if universal:
         backends: tuple[str, ...] = LEGACY_BACKENDS
+        if found:
+            r.fail(
+                f"[kernel.{found[0].name}]",
+                "a universal kernel ([torch] universal = true) has no compiled kernels; "
+                "remove the [kernel.*] sections or set universal = false",
+            )
     else:
         backends = tuple(sorted({k.backend for k in found}))
         if not found:
