@@ -11,13 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TextIO
 
-import tomlkit
-
 from build2cmake import builder, card, checks, ci, kernel_tests, publish, variant_builds
 from build2cmake import init as project_init
 from build2cmake.builder import BuildReport
-from build2cmake.config import CURRENT_FORMAT, load_project, read_document
-from build2cmake.config.migrate import to_edition5
+from build2cmake.config import CURRENT_FORMAT, load_project
+from build2cmake.config.migrate import rewrite
 from build2cmake.errors import Build2CMakeError, BuildConfigError
 from build2cmake.fileset import (
     MANIFEST_NAME,
@@ -480,9 +478,8 @@ def update_build(build_toml: Path) -> bool:
     project = load_project(build_toml)
     if project.source_format == CURRENT_FORMAT:
         return False
-    document = read_document(build_toml)
-    to_edition5(document, project, build_toml)
-    text = tomlkit.dumps(document)
+    # Checked to read back as the same build before anything is written.
+    text = rewrite(build_toml, project)
     folder_path = checked_target(build_toml.parent)
     with ProjectFolder(folder_path) as folder, folder.locked():
         info = folder.lstat(build_toml.name)
@@ -556,9 +553,9 @@ def build_for_sharing(
         failed = [r for r in abi if not r.checked or not r.ok]
         if failed:
             raise Build2CMakeError(
-                "--strict: "
-                + "\n".join(r.summary() for r in failed)
-                + f"\n({built.path} was written; it is not fit to share as it is)"
+                f"--strict: kernel-abi-check did not pass ({built.path} was written; it is not "
+                "fit to share as it is):",
+                *(line for r in failed for line in r.summary().splitlines()),
             )
     return report, built, SharingReport(abi, card_path)
 

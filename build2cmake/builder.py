@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 from typing import TextIO
 
 from build2cmake import offload
-from build2cmake.errors import Build2CMakeError, WriteRefusedError
+from build2cmake.errors import Build2CMakeError, WriteRefusedError, printable
 from build2cmake.fileset import content_hash
 from build2cmake.model import Project
 from build2cmake.safefs import RECORD_LIMIT_BYTES, ProjectFolder, read_regular_file
@@ -148,7 +148,7 @@ def _run(
 ) -> None:
     """Run a build step with its output on the terminal (or in `log`); a failure is one clear
     error."""
-    print("+ " + " ".join(command), file=log or sys.stdout, flush=True)
+    print(printable("+ " + " ".join(command)), file=log or sys.stdout, flush=True)
     result = subprocess.run(
         list(command),
         cwd=cwd,
@@ -250,8 +250,10 @@ def fresh_cache_arguments(
     dropped = [d for d in previous if d not in defines]
     note = f" (no longer given: {', '.join('-D ' + str(d) for d in dropped)})" if dropped else ""
     print(
-        f"build2cmake: the -D values differ from the last build's{note}; configuring with a "
-        "fresh CMake cache, so that only the values given now apply",
+        printable(
+            f"build2cmake: the -D values differ from the last build's{note}; configuring with "
+            "a fresh CMake cache, so that only the values given now apply"
+        ),
         file=log or sys.stdout,
         flush=True,
     )
@@ -404,7 +406,7 @@ def compile_variant(
             allow_mismatch=allow_toolkit_mismatch,
         )
         if note:
-            print(f"build2cmake: {note}", file=log or sys.stdout, flush=True)
+            print(printable(f"build2cmake: {note}"), file=log or sys.stdout, flush=True)
         named.append(version)
         if expected_variant is not None:
             made = arch_variant(

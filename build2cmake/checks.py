@@ -123,11 +123,11 @@ def check_op_registrations(package_dir: Path, pyext: Sequence[str] = ("py",)) ->
             continue
         violations += op_registration_violations(path, path.read_text("utf-8", errors="replace"))
     if violations:
-        listing = "\n  ".join(str(v) for v in violations)
         raise Build2CMakeError(
             "torch.library registrations that do not use add_op_namespace_prefix (each build has "
             "its own op namespace; `from ._ops import add_op_namespace_prefix` and register "
-            f'add_op_namespace_prefix("my_op") instead of "ns::my_op"):\n  {listing}'
+            'add_op_namespace_prefix("my_op") instead of "ns::my_op"):',
+            *(str(v) for v in violations),
         )
 
 

@@ -1,14 +1,15 @@
-"""The command line: parse arguments, call build2cmake.api, print, exit 0 or 2."""
+"""The command line: parse arguments, call build2cmake.api, print (escaped), exit 0, 2 or 3."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from build2cmake import __version__, api, doctor, publish
-from build2cmake.errors import Build2CMakeError, BuildConfigErrors
+from build2cmake.errors import Build2CMakeError, BuildConfigErrors, printable
 from build2cmake.hub_variants import parse_variants
 from build2cmake.init import DEFAULT_ROCM_ARCHS
 from build2cmake.model import BUILDABLE_BACKENDS
@@ -271,29 +272,55 @@ def _add_variant_options(bld: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 success, 2 something the user must fix)."""
+    """Run the CLI; returns the exit code (0 success, 2 something the user must fix, 3 a bug of
+    build2cmake's)."""
     args = _parser().parse_args(argv)
     try:
         return _run(args)
     except BuildConfigErrors as errors:
         # Every problem of a build.toml, one error line each.
         for error in errors.errors:
-            print(f"build2cmake: error: {error}", file=sys.stderr)
+            _err(f"build2cmake: error: {error}")
         return 2
     except Build2CMakeError as error:
-        print(f"build2cmake: error: {error}", file=sys.stderr)
+        _err(f"build2cmake: error: {error}")
         return 2
     except OSError as error:
         # The library turns the OSErrors it expects into Build2CMakeError; this is the net for
         # the rest (an unreadable file, a name too long), which are the user's to fix too.
         where = f"{error.filename}: " if error.filename is not None else ""
-        print(f"build2cmake: error: {where}{error.strerror or error}", file=sys.stderr)
+        _err(f"build2cmake: error: {printable(where + str(error.strerror or error))}")
         return 2
+    except Exception as error:  # the net under our own bugs
+        # A bug of ours, whatever the input: one line, not a traceback the input could shape.
+        if os.environ.get("BUILD2CMAKE_TRACEBACK"):
+            raise
+        _err(f"build2cmake: internal error: {type(error).__name__}: {printable(str(error))}")
+        _err(
+            "build2cmake: this is a bug in build2cmake, not in your project; please report it "
+            "with the command you ran (BUILD2CMAKE_TRACEBACK=1 shows the traceback)"
+        )
+        return 3
+
+
+def _out(*lines: str, flush: bool = False) -> None:
+    """Print each of `lines` as one line of standard output, escaped with errors.printable: a
+    name or path from a cloned repository can neither forge a line nor reach the terminal as an
+    escape sequence."""
+    for line in lines:
+        print(printable(line), flush=flush)
+
+
+def _err(text: str) -> None:
+    """Print a message to standard error: each line escaped (a Build2CMakeError's only line
+    breaks are its own, before each detail)."""
+    for line in text.split("\n"):
+        print(printable(line), file=sys.stderr)
 
 
 def _warn(warnings: Sequence[str]) -> None:
     for warning in warnings:
-        print(f"build2cmake: warning: {warning}", file=sys.stderr)
+        _err(f"build2cmake: warning: {printable(warning)}")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -301,7 +328,7 @@ def _run(args: argparse.Namespace) -> int:
         project = api.validate(args.build_toml)
         _warn(project.warnings)
         kernels = ", ".join(f"{k.name} ({k.backend})" for k in project.kernels) or "none"
-        print(
+        _out(
             f"{args.build_toml}: valid ({project.source_format}, {project.framework}); "
             f"package {project.package_name}, backends {', '.join(project.backends)}, "
             f"kernels: {kernels}"
@@ -316,15 +343,15 @@ def _run(args: argparse.Namespace) -> int:
         )
         _warn(report.warnings)
         if report.skipped_backends:
-            print(
+            _out(
                 f"skipped backends {', '.join(report.skipped_backends)}: build.toml declares "
                 f"them, but build2cmake builds only {', '.join(BUILDABLE_BACKENDS)}"
             )
         for name in report.written:
-            print(f"wrote {name}")
+            _out(f"wrote {name}")
         for name in report.removed:
-            print(f"removed {name} (no longer generated)")
-        print(f"{len(report.written)} written, {len(report.unchanged)} unchanged")
+            _out(f"removed {name} (no longer generated)")
+        _out(f"{len(report.written)} written, {len(report.unchanged)} unchanged")
     elif args.command == "clean":
         clean_report = api.clean(
             args.build_toml, args.target_dir, dry_run=args.dry_run, force=args.force
@@ -332,11 +359,11 @@ def _run(args: argparse.Namespace) -> int:
         _warn(clean_report.warnings)
         verb = "would remove" if args.dry_run else "removed"
         for name in clean_report.removed:
-            print(f"{verb} {name}")
+            _out(f"{verb} {name}")
         for name in clean_report.kept_edited:
-            print(f"kept {name} (edited since generate; --force removes it)")
+            _out(f"kept {name} (edited since generate; --force removes it)")
         if not clean_report.removed and not clean_report.kept_edited:
-            print("nothing to clean")
+            _out("nothing to clean")
     elif args.command == "build" and (args.variants or args.all):
         return _build_variants(args)
     elif args.command == "build":
@@ -356,16 +383,16 @@ def _run(args: argparse.Namespace) -> int:
         archs = ", ".join(backend.get("archs", [])) or "-"
         # The "built" line stays last: scripts read the variant folder from it.
         _print_sharing(sharing)
-        print(f"built {built.path} (backend {backend['type']}, archs {archs})")
+        _out(f"built {built.path} (backend {backend['type']}, archs {archs})")
     elif args.command == "doctor":
         diagnosis = doctor.diagnose(args.build_toml)
-        print(diagnosis.text)
+        _out(*diagnosis.lines)
         return 0 if diagnosis.ok else 1
     elif args.command in ("init", "test", "upload"):
         return _run_sharing(args)
     elif args.command == "list-variants":
         for variant in api.list_variants(args.build_toml):
-            print(variant.folder() if args.folders else variant.spec)
+            _out(variant.folder() if args.folders else variant.spec)
     elif args.command == "ci":
         workflow = api.github_workflow(args.build_toml, args.repository)
         if args.output is None:
@@ -373,22 +400,22 @@ def _run(args: argparse.Namespace) -> int:
         else:
             args.output.parent.mkdir(parents=True, exist_ok=True)
             args.output.write_text(workflow, "utf-8")
-            print(f"wrote {args.output}")
+            _out(f"wrote {args.output}")
     elif args.command == "update-build":
         if api.update_build(args.build_toml):
-            print(f"{args.build_toml}: rewritten as edition 5")
+            _out(f"{args.build_toml}: rewritten as edition 5")
         else:
-            print(f"{args.build_toml}: already edition 5")
+            _out(f"{args.build_toml}: already edition 5")
     return 0
 
 
 def _print_sharing(sharing: api.SharingReport) -> None:
     for abi in sharing.abi:
-        print(abi.summary())
+        _out(*abi.summary().splitlines())
     if sharing.card is not None:
-        print(f"wrote {sharing.card} (the kernel card, from CARD.md)")
+        _out(f"wrote {sharing.card} (the kernel card, from CARD.md)")
     else:
-        print("no CARD.md: no kernel card (build/README.md) written")
+        _out("no CARD.md: no kernel card (build/README.md) written")
 
 
 def _run_sharing(args: argparse.Namespace) -> int:
@@ -402,8 +429,8 @@ def _run_sharing(args: argparse.Namespace) -> int:
             force=args.force,
         )
         for name in report.written:
-            print(f"wrote {report.directory / name}")
-        print(
+            _out(f"wrote {report.directory / name}")
+        _out(
             f"initialized {report.name.repo_id} ({', '.join(report.backends)}) in "
             f"{report.directory}; next: build2cmake build {report.directory / 'build.toml'}"
         )
@@ -417,7 +444,7 @@ def _run_sharing(args: argparse.Namespace) -> int:
             jobs=args.jobs,
         )
         if status == 5:
-            print("build2cmake test: no test is marked kernels_ci (@pytest.mark.kernels_ci)")
+            _out("build2cmake test: no test is marked kernels_ci (@pytest.mark.kernels_ci)")
         return status
     plan = api.plan_upload(
         args.build_toml,
@@ -427,16 +454,16 @@ def _run_sharing(args: argparse.Namespace) -> int:
         private=args.private,
         create_pr=args.create_pr,
     )
-    print(f"upload to {plan.repo_id}, branch {plan.branch}:")
-    print(publish.describe(plan.variants, args.build_toml.parent))
+    _out(f"upload to {plan.repo_id}, branch {plan.branch}:")
+    _out(*publish.describe(plan.variants, args.build_toml.parent))
     if not plan.command:
         if args.dry_run:
-            print(f"dry run: build/ is ready; {plan.missing}")
+            _out(f"dry run: build/ is ready; {plan.missing}")
             return 0
         raise Build2CMakeError(plan.missing)
-    print("+ " + " ".join(plan.command), flush=True)
+    _out("+ " + " ".join(plan.command), flush=True)
     if args.dry_run:
-        print("dry run: nothing uploaded")
+        _out("dry run: nothing uploaded")
         return 0
     return publish.run_upload(plan.command)
 
@@ -461,5 +488,5 @@ def _build_variants(args: argparse.Namespace) -> int:
         allow_toolkit_mismatch=args.allow_toolkit_mismatch,
         isolated=not args.no_isolation,
     )
-    print(summary_table(results))
+    _out(*summary_table(results).splitlines())
     return 0 if all(r.ok for r in results) else 1

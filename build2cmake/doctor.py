@@ -17,7 +17,7 @@ from pathlib import Path
 from build2cmake import __version__
 from build2cmake.builder import cmake_program
 from build2cmake.config import load_project
-from build2cmake.errors import Build2CMakeError
+from build2cmake.errors import Build2CMakeError, printable
 from build2cmake.model import Project
 from build2cmake.render import rocm_discovery_module
 from build2cmake.variant import TorchInfo, arch_variant, query_torch
@@ -48,7 +48,8 @@ class Report:
 
     @property
     def text(self) -> str:
-        return "\n".join(self.lines)
+        """The report, each entry of `lines` one line (escaped: it may hold paths and names)."""
+        return "\n".join(printable(line) for line in self.lines)
 
     def problem(self, what: str, fix: str) -> None:
         self.problems += 1
@@ -179,14 +180,14 @@ def _torch_section(report: Report) -> TorchInfo | None:
     return torch
 
 
-def _compiler_line(label: str, compiler: Compiler | None, missing: str) -> str:
+def _compiler_lines(label: str, compiler: Compiler | None, missing: str) -> list[str]:
     if compiler is None:
-        return f"{label} not found ({missing})"
+        return [f"{label} not found ({missing})"]
     shown = ", ".join(compiler.targets) if compiler.targets else "none listed"
-    return (
-        f"{label} {compiler.path} ({compiler.version}; {compiler.origin})\n"
-        f"         targets: {shown}"
-    )
+    return [
+        f"{label} {compiler.path} ({compiler.version}; {compiler.origin})",
+        f"         targets: {shown}",
+    ]
 
 
 def diagnose(build_toml: Path | None) -> Report:
@@ -197,9 +198,9 @@ def diagnose(build_toml: Path | None) -> Report:
     rocm, searched = find_rocm()
     hip = None if rocm is None else _rocm_compiler(rocm)
     nvcc = find_nvcc()
-    report.lines.append(_compiler_line("HIP:    ", hip, f"searched {searched}"))
-    report.lines.append(
-        _compiler_line("CUDA:   ", nvcc, "searched $CUDA_HOME, $CUDA_PATH, PATH, /usr/local/cuda")
+    report.lines += _compiler_lines("HIP:    ", hip, f"searched {searched}")
+    report.lines += _compiler_lines(
+        "CUDA:   ", nvcc, "searched $CUDA_HOME, $CUDA_PATH, PATH, /usr/local/cuda"
     )
     if build_toml is None:
         return report

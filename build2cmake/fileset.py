@@ -188,10 +188,10 @@ def write_fileset_locked(fileset: FileSet, folder: ProjectFolder, *, force: bool
         else:
             refused.append(str(path))
     if refused:
-        listing = "\n".join(f"  {folder.path / p}" for p in refused)
         raise WriteRefusedError(
             "refusing to overwrite files that build2cmake did not write or that were edited "
-            f"since:\n{listing}\nMove your changes elsewhere, or pass --force to overwrite them."
+            "since (move your changes elsewhere, or pass --force to overwrite them):",
+            *(str(folder.path / p) for p in refused),
         )
 
     # Files the previous generate wrote that this one does not (e.g. a renamed package); an

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from build2cmake.card import built_variants
-from build2cmake.errors import Build2CMakeError
+from build2cmake.errors import Build2CMakeError, printable
 from build2cmake.model import Project
 
 # kernel-builder's order for picking the backend whose tests run.
@@ -77,5 +77,5 @@ def run_tests(
         (Path(shim) / project.package_name).symlink_to(variant_dir.resolve())
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [shim, env.get("PYTHONPATH")]))
         command = pytest_command(tests) + list(extra_args)
-        print("+ " + " ".join(command), flush=True)
+        print(printable("+ " + " ".join(command)), flush=True)
         return subprocess.run(command, cwd=project_dir, env=env, check=False).returncode

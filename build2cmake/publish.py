@@ -109,11 +109,11 @@ def check_fresh(project: Project, project_dir: Path, build_toml: Path, ops_id: s
     """The variants to upload; one error naming each stale one (or an empty build/)."""
     stale = stale_variants(project, project_dir, build_toml, ops_id)
     if stale:
-        listing = "\n  ".join(f"build/{s.name}/: {s.reason}" for s in stale)
         raise Build2CMakeError(
-            f"{project_dir / 'build'}/: refusing to upload a stale build:\n  {listing}\n"
-            "Rebuild each backend with `build2cmake build`, or remove those folders "
-            "(`build2cmake clean` removes the ones it built)."
+            f"{project_dir / 'build'}/: refusing to upload a stale build (rebuild each backend "
+            "with `build2cmake build`, or remove those folders; `build2cmake clean` removes the "
+            "ones it built):",
+            *(f"build/{s.name}/: {s.reason}" for s in stale),
         )
     variants = [v.name for v in built_variants(project, project_dir)]
     if not variants:
@@ -169,9 +169,9 @@ def run_upload(command: Sequence[str]) -> int:
     return subprocess.run(list(command), check=False, env=os.environ.copy()).returncode
 
 
-def describe(variants: Sequence[str], project_dir: Path) -> str:
+def describe(variants: Sequence[str], project_dir: Path) -> list[str]:
     """The lines `upload` prints before handing over."""
     lines = [f"build/{name}/" for name in variants]
     card = project_dir / "build" / "README.md"
     lines.append("build/README.md (the card)" if card.is_file() else "no build/README.md (card)")
-    return "\n".join("  " + line for line in lines)
+    return ["  " + line for line in lines]

@@ -15,6 +15,7 @@ import errno
 import fcntl
 import os
 import pwd
+import re
 import secrets
 import shutil
 import stat
@@ -335,7 +336,7 @@ class ProjectFolder:
         rel = _checked(name)
         try:
             with self._parent(rel, create=True) as parent:
-                tmp = f"{temporary_prefix(rel.name)}{secrets.token_hex(4)}.tmp"
+                tmp = temporary_name(rel.name, secrets.token_hex(4))
                 fd = os.open(
                     tmp,
                     os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -425,13 +426,16 @@ class ProjectFolder:
                 return
 
     def remove_stale_temporaries(self, names: list[PurePosixPath]) -> None:
-        """Delete the temporary files a killed write left beside the files in `names`."""
+        """Delete the temporary files a killed write left beside the files in `names`.
+
+        Only names `write_atomic` makes (`is_temporary_name`) are touched: a user's
+        `.pyproject.toml.notes.tmp` is theirs.
+        """
         for rel in names:
             folder = rel.parent
             listing = self.listdir(folder) if folder.parts else self.listdir()
-            prefix = temporary_prefix(rel.name)
             for entry in listing:
-                if entry.startswith(prefix) and entry.endswith(".tmp"):
+                if is_temporary_name(rel.name, entry):
                     stale = folder / entry
                     info = self.lstat(stale)
                     # Only files we could have made: a folder of that name is the user's.
@@ -440,6 +444,19 @@ class ProjectFolder:
                             self.unlink(stale)
 
 
-def temporary_prefix(name: str) -> str:
-    """The prefix of the temporary files `write_atomic` creates beside file `name`."""
-    return f".{name}."
+# What `write_atomic` names its temporary file beside `name`: `.<name>.b2c-<8 hex digits>.tmp`.
+_TEMPORARY_TAG = "b2c-"
+_TEMPORARY_TOKEN = re.compile(r"[0-9a-f]{8}")
+
+
+def temporary_name(name: str, token: str) -> str:
+    """The temporary file `write_atomic` writes before renaming it over `name`."""
+    return f".{name}.{_TEMPORARY_TAG}{token}.tmp"
+
+
+def is_temporary_name(name: str, entry: str) -> bool:
+    """Whether `entry` is a name `write_atomic` gives its temporary files for `name`."""
+    prefix, suffix = f".{name}.{_TEMPORARY_TAG}", ".tmp"
+    if not (entry.startswith(prefix) and entry.endswith(suffix)):
+        return False
+    return _TEMPORARY_TOKEN.fullmatch(entry[len(prefix) : -len(suffix)]) is not None

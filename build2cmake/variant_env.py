@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from build2cmake.errors import Build2CMakeError
+from build2cmake.errors import Build2CMakeError, printable
 from build2cmake.hub_variants import HubVariant
 
 _ENV_RECORD = ".build2cmake-env.json"
@@ -161,7 +161,7 @@ def _locked_file(path: Path) -> Iterator[None]:
 
 def _uv(args: Sequence[str], log: TextIO | None) -> None:
     command = [uv_program(), *args]
-    print("+ " + " ".join(command), file=log or sys.stdout, flush=True)
+    print(printable("+ " + " ".join(command)), file=log or sys.stdout, flush=True)
     result = subprocess.run(
         command,
         stdout=log,
@@ -205,7 +205,7 @@ def prepare_env(
             cuda = _create(path, python, variant, packages, sources, log)
             record.write_text(json.dumps({**recipe, "cuda": cuda}, indent=2) + "\n", "utf-8")
         else:
-            print(f"reusing {path}", file=log or sys.stdout, flush=True)
+            print(printable(f"reusing {path}"), file=log or sys.stdout, flush=True)
     return _described(variant, path, tuple(cuda) if cuda else None)
 
 

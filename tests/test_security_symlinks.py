@@ -58,13 +58,17 @@ def test_generate_replaces_a_symlinked_file_without_writing_through_it(scene: Sc
 def test_generate_never_writes_through_a_planted_temporary_file(scene: Scene) -> None:
     """Temporary names are random and opened with O_EXCL|O_NOFOLLOW; plant links under the
     old fixed and the prefix names anyway."""
+    planted = []
     for name in ("CMakeLists.txt", "pyproject.toml"):
-        for suffix in ("tmp", "update.tmp", "x.tmp"):
-            (scene.project / f".{name}.{suffix}").symlink_to(scene.sentinel / "precious.txt")
+        for suffix in ("tmp", "update.tmp", "x.tmp", "b2c-0123abcd.tmp"):
+            planted.append(scene.project / f".{name}.{suffix}")
+            planted[-1].symlink_to(scene.sentinel / "precious.txt")
     generate_torch(scene.build_toml)
     scene.assert_sentinel_untouched()
-    # The sweep removed the links themselves (never their targets).
-    assert not list(scene.project.glob(".CMakeLists.txt.*.tmp"))
+    # The sweep removed the links at names our writer makes (never their targets) and left
+    # the others, which are not ours to delete.
+    left = {p.name for p in planted if p.is_symlink()}
+    assert left == {p.name for p in planted if ".b2c-" not in p.name}
 
 
 def test_update_build_never_writes_through_a_planted_temporary_symlink(scene: Scene) -> None:
@@ -141,7 +145,7 @@ def test_write_never_follows_a_link_at_its_own_temporary_name(
     target.write_text("untouched")
     project = tmp_path / "p"
     project.mkdir()
-    (project / ".CMakeLists.txt.guessed.tmp").symlink_to(target)
+    (project / ".CMakeLists.txt.b2c-guessed.tmp").symlink_to(target)
     with ProjectFolder(project) as folder, pytest.raises(Build2CMakeError, match="cannot write"):
         folder.write_atomic("CMakeLists.txt", b"attack")
     assert target.read_text() == "untouched"

@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from build2cmake.archs import cuda_capability_problem, did_you_mean, rocm_arch_problem
-from build2cmake.errors import BuildConfigError
+from build2cmake.errors import BuildConfigError, printable
 from build2cmake.model import BUILDABLE_BACKENDS, KNOWN_BACKENDS, KernelDependency
 
 T = TypeVar("T")
@@ -129,7 +129,7 @@ class Reader:
 
     def warn(self, key: str, message: str) -> None:
         """Record something worth saying that does not stop the build."""
-        self.warnings.append(f"{self.file}: {key}: {message}")
+        self.warnings.append(printable(f"{self.file}: {key}: {message}"))
 
     @contextlib.contextmanager
     def attempt(self) -> Iterator[None]:

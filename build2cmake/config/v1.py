@@ -75,6 +75,12 @@ def read(data: Mapping[str, Any], build_toml: Path) -> Project:
     sections.check_target_names(r, found)
     if universal:
         backends: tuple[str, ...] = LEGACY_BACKENDS
+        if found:
+            r.fail(
+                f"[kernel.{found[0].name}]",
+                "a universal kernel ([torch] universal = true) has no compiled kernels; "
+                "remove the [kernel.*] sections or set universal = false",
+            )
     else:
         backends = tuple(sorted({k.backend for k in found}))
         if not found:

@@ -75,6 +75,12 @@ def read(data: Mapping[str, Any], build_toml: Path) -> Project:
     elif "torch" in data:
         with r.attempt():
             torch = sections.torch(r, data["torch"], sections.TORCH_KEYS_V3, stable_abi_backends=())
+    if universal and "tvm-ffi" in data:
+        r.fail(
+            "[general].universal",
+            "a universal kernel is pure-Python torch ops and cannot have a [tvm-ffi] section; "
+            "remove universal = true or the [tvm-ffi] section",
+        )
     if universal or (torch is None and tvm is None and not found):
         framework = "torch-noarch"
         if found:

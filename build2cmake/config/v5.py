@@ -87,7 +87,9 @@ def read_editioned(
     framework = frameworks[0] if frameworks else "torch"
     torch = noarch = tvm = None
     with r.attempt():
-        if framework == "torch":
+        if len(frameworks) != 1:
+            pass  # recorded above; there is no one section to read
+        elif framework == "torch":
             torch = sections.torch(
                 r,
                 data["torch"],
