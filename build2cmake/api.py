@@ -230,15 +230,7 @@ def _generate_locked(
         source_prefix=_source_prefix(build_toml, folder.path),
     )
     fileset = render_project(project, options)
-    # pip (scikit-build-core) builds in build/cmake, following symlinks: a planted `build` or
-    # `build/cmake` link would send CMake's writes out of the project.
-    for name in (BUILD_FOLDER, BUILD_DIR):
-        info = folder.lstat(name)
-        if info is not None and stat.S_ISLNK(info.st_mode):
-            raise Build2CMakeError(
-                f"{folder.path / name}: is a symlink; the build writes there, so it must be a "
-                "real folder inside the project (remove the link)"
-            )
+    check_build_folders(folder)
     written = write_fileset_locked(fileset, folder, force=force)
     skipped = project.skipped_backends if project.framework == "torch" else ()
     return GenerateReport(written, skipped, (*project.warnings, *written.warnings))
@@ -266,6 +258,25 @@ def _source_prefix(build_toml: Path, target: Path) -> str:
             )
     prefix = os.path.relpath(project_dir, target_dir)
     return "" if prefix == "." else prefix.replace(os.sep, "/") + "/"
+
+
+def check_build_folders(folder: ProjectFolder) -> None:
+    """Refuse a symlinked build/, and anything but real files and folders in build/cmake*.
+
+    pip (scikit-build-core) builds in build/cmake and `build` in build/cmake-variant-*. CMake,
+    Ninja, the compilers and our build-time scripts all follow symlinks, so a `build` link, or one
+    anywhere in those folders (a planted build/cmake/CMakeFiles), would send their writes out of
+    the project. The generated CMake and pyproject check the same before they write.
+    """
+    info = folder.lstat(BUILD_FOLDER)
+    if info is not None and stat.S_ISLNK(info.st_mode):
+        raise Build2CMakeError(
+            f"{folder.path / BUILD_FOLDER}: is a symlink; the build writes there, so it must be a "
+            "real folder inside the project (remove the link)"
+        )
+    for name in folder.listdir(BUILD_FOLDER):
+        if name.startswith(BUILD_DIR_PREFIX):
+            folder.check_real_tree(f"{BUILD_FOLDER}/{name}", builder.BUILD_FOLDER_WRITERS)
 
 
 def build(

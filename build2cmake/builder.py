@@ -182,11 +182,19 @@ def compile_project(
     """
     build_dir = build_dir or project_dir / "build" / f"cmake-variant-{backend}"
     install_dir = build_dir / "install"
+    # CMake, Ninja and the compilers follow symlinks: a `build` or `build/cmake-variant-*` link
+    # planted in the project, or one anywhere in that folder (CMakeFiles, our records), would
+    # lead their writes elsewhere. The folder is made a real one and checked before they run.
     if build_dir.is_relative_to(project_dir):
-        # CMake follows paths: a `build` or `build/cmake-variant-*` symlink planted in the
-        # project would lead its writes elsewhere, so the folder is made a real one first.
         with ProjectFolder(project_dir) as folder:
-            folder.makedirs(build_dir.relative_to(project_dir).as_posix())
+            relative = build_dir.relative_to(project_dir).as_posix()
+            folder.makedirs(relative)
+            folder.check_real_tree(relative, BUILD_FOLDER_WRITERS)
+    else:
+        build_dir.mkdir(parents=True, exist_ok=True)  # a folder of the caller's choosing
+        with ProjectFolder(build_dir) as folder:
+            for name in folder.listdir():
+                folder.check_real_tree(name, BUILD_FOLDER_WRITERS)
     configure = [
         cmake_program(),
         "-S",
@@ -208,15 +216,19 @@ def compile_project(
     configure += fresh_cache_arguments(build_dir, defines, log=log)
     _run(configure, "CMake configure", env=env, log=log)
     _record_defines(build_dir, defines)
-    info = json.loads((build_dir / "build2cmake-build.json").read_text("utf-8"))
+    with ProjectFolder(build_dir) as folder:
+        raw = folder.read(_BUILD_RECORD, RECORD_LIMIT_BYTES, "CMake's build record")
+    if raw is None:
+        raise Build2CMakeError(f"{build_dir / _BUILD_RECORD}: CMake configure did not write it")
+    info = json.loads(raw.decode("utf-8"))
     if after_configure is not None:
         after_configure(info)
     build = [cmake_program(), "--build", str(build_dir)]
     if jobs:
         build += ["--parallel", str(jobs)]
     _run(build, "CMake build", env=env, log=log)
-    if install_dir.exists():
-        shutil.rmtree(install_dir)
+    with ProjectFolder(build_dir) as folder:
+        _remove_any(folder, PurePosixPath(install_dir.name))
     _run([cmake_program(), "--install", str(build_dir)], "CMake install", env=env, log=log)
     return install_dir, info
 
@@ -228,6 +240,10 @@ def compile_project(
 DEFINE_HINT_VARIABLE = "BUILD2CMAKE_DEFINE_HINT"
 BUILD_DEFINE_HINT = "-D"
 _DEFINES_RECORD = "build2cmake-defines.json"
+# What the generated CMake records about the build (build2cmake_write_build_info).
+_BUILD_RECORD = "build2cmake-build.json"
+# Who writes into build folders, following symlinks (for the error refusing one).
+BUILD_FOLDER_WRITERS = "CMake, Ninja and the compilers write there"
 
 
 def fresh_cache_arguments(
@@ -239,12 +255,17 @@ def fresh_cache_arguments(
     silently apply to every later one. A fresh cache costs a re-run of CMake's compiler checks
     (a few seconds); objects whose commands are unchanged are not recompiled.
     """
-    try:
-        previous = json.loads((build_dir / _DEFINES_RECORD).read_text("utf-8"))
-    except (OSError, ValueError):
-        # No record: a first build (nothing cached), or a folder an older build2cmake
-        # configured; start that one afresh too when it has a cache.
-        return ["--fresh"] if (build_dir / "CMakeCache.txt").is_file() else []
+    # Read without following symlinks: the folder is the project's, which may be hostile.
+    with ProjectFolder(build_dir) as folder:
+        try:
+            raw = folder.read(_DEFINES_RECORD, RECORD_LIMIT_BYTES, "-D record")
+            previous = json.loads(raw.decode("utf-8")) if raw is not None else None
+        except (Build2CMakeError, ValueError, RecursionError):
+            previous = None
+        if previous is None:
+            # No record: a first build (nothing cached), or a folder an older build2cmake
+            # configured; start that one afresh too when it has a cache.
+            return ["--fresh"] if folder.lstat("CMakeCache.txt") is not None else []
     if not isinstance(previous, list) or previous == list(defines):
         return [] if isinstance(previous, list) else ["--fresh"]
     dropped = [d for d in previous if d not in defines]
@@ -261,7 +282,10 @@ def fresh_cache_arguments(
 
 
 def _record_defines(build_dir: Path, defines: Sequence[str]) -> None:
-    (build_dir / _DEFINES_RECORD).write_text(json.dumps(list(defines)) + "\n", "utf-8")
+    # Written beside and renamed over the record: a symlink planted in its name is replaced,
+    # never written through.
+    with ProjectFolder(build_dir) as folder:
+        folder.write_atomic(_DEFINES_RECORD, (json.dumps(list(defines)) + "\n").encode("utf-8"))
 
 
 def _python_files(folder: ProjectFolder, package: PurePosixPath, pyext: Sequence[str]) -> list[str]:

@@ -214,6 +214,7 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
         # A static module (no template): ROCm discovery, which doctor also runs (cmake -P).
         static = rocm_discovery_module().read_text(encoding="utf-8")
         files.add("cmake/build2cmake_find_rocm.cmake", f"# {header}\n{static}")
+    files.add("cmake/build2cmake_build_dir.cmake", copied("common/build2cmake_build_dir.cmake"))
     files.add("cmake/build2cmake_metadata.py", copied("common/build2cmake_metadata.py"))
     # Projects made with kernel-builder often ship its registration.h: used as it is when it
     # defines what the binding's macros need (the stable-ABI ones for a stable-ABI build).

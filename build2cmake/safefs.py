@@ -317,6 +317,42 @@ class ProjectFolder:
         finally:
             os.close(fd)
 
+    def check_real_tree(self, name: str | PurePosixPath, why: str) -> None:
+        """Refuse when folder `name`, or anything in it, is a symlink or neither a regular file
+        nor a folder; an absent `name` passes. `why` says who writes there, for the error.
+
+        A build folder is written by CMake, Ninja, compilers and our scripts, all of which follow
+        symlinks: one planted anywhere in it would lead their writes out of the project.
+        """
+        root = _checked(name)
+        pending = [root]
+        while pending:
+            rel = pending.pop()
+            try:
+                with self._parent(rel) as parent:
+                    info = os.stat(rel.name, dir_fd=parent, follow_symlinks=False)
+                    if stat.S_ISLNK(info.st_mode):
+                        kind = f"a symlink (to {os.readlink(rel.name, dir_fd=parent)})"
+                    elif stat.S_ISDIR(info.st_mode):
+                        fd = os.open(rel.name, _DIR_FLAGS, dir_fd=parent)
+                        try:
+                            pending.extend(rel / child for child in sorted(os.listdir(fd)))
+                        finally:
+                            os.close(fd)
+                        continue
+                    elif stat.S_ISREG(info.st_mode):
+                        continue
+                    else:
+                        kind = _kind(info.st_mode)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                raise self._error(rel, "inspect", e) from None
+            raise Build2CMakeError(
+                f"{self.path / str(rel)}: is {kind}; {root}/ is a build folder ({why}, following "
+                f"symlinks), so it may hold only real files and folders: remove it, or {root}/"
+            )
+
     def makedirs(self, name: str | PurePosixPath) -> None:
         """Create folder `name` and its parents as real folders; refuse symlinks on the way."""
         rel = _checked(name)

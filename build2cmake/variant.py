@@ -63,8 +63,17 @@ _TORCH_TOOLKIT_QUERY = _TORCH_BACKEND_QUERY.replace(
 )
 
 
+# The folder child interpreters start in. `python -c` puts its working folder first on sys.path,
+# and build2cmake usually runs in the (untrusted) project, where a planted json.py would run in
+# place of the standard library's. Not `python -I`, which would also drop PYTHONPATH and the user
+# site, where some users have torch.
+NEUTRAL_FOLDER = "/"
+
+
 def _run_query(python: str, code: str) -> str:
-    result = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [python, "-c", code], capture_output=True, text=True, cwd=NEUTRAL_FOLDER, check=False
+    )
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise Build2CMakeError(

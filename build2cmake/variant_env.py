@@ -42,6 +42,7 @@ from typing import TextIO
 
 from build2cmake.errors import Build2CMakeError, printable
 from build2cmake.hub_variants import HubVariant
+from build2cmake.variant import NEUTRAL_FOLDER
 
 _ENV_RECORD = ".build2cmake-env.json"
 # Packages torch lists that a compile does not need (GPU runtime libraries, triton).
@@ -256,6 +257,7 @@ def _python_minor(python: Path) -> str:
         [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
         capture_output=True,
         text=True,
+        cwd=NEUTRAL_FOLDER,
         check=True,
     )
     return result.stdout.strip()
@@ -268,7 +270,9 @@ def _torch_build_dependencies(python: Path) -> list[str]:
         "for r in m.requires('torch') or []:\n"
         "    if 'extra ==' not in r: print(r)\n"
     )
-    result = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, cwd=NEUTRAL_FOLDER, check=False
+    )
     if result.returncode != 0:
         raise Build2CMakeError(f"{python}: cannot read torch's dependencies: {result.stderr}")
     return [

@@ -21,6 +21,7 @@ UPDATE_GOLDEN = os.environ.get("BUILD2CMAKE_UPDATE_GOLDEN") == "1"
 
 GENERATED = [
     "CMakeLists.txt",
+    "cmake/build2cmake_build_dir.cmake",
     "cmake/build2cmake_cpu.cmake",
     "cmake/build2cmake_cuda.cmake",
     "cmake/build2cmake_find_rocm.cmake",

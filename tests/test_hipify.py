@@ -275,6 +275,19 @@ def test_refuses_to_write_through_a_symlink_planted_in_the_output_folder(
     assert list(elsewhere.iterdir()) == []
 
 
+@pytest.mark.parametrize("link", ["build", "build/hipify"])
+def test_refuses_an_output_folder_reached_through_a_symlink_in_the_project(
+    kernel: Path, tmp_path: Path, link: str
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (kernel / link).parent.mkdir(parents=True, exist_ok=True)
+    (kernel / link).symlink_to(elsewhere)
+    result = run_hipify(kernel, kernel / "build" / "hipify", "csrc/scale.cu", includes=["include"])
+    assert_one_line_error(result, f"refusing to write through the symlink {kernel / link}")
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_parallel_runs_sharing_header_folders_all_succeed(tmp_path: Path) -> None:
     # Ninja hipifies a kernel's .cu sources at once, and they mirror the same header folders: one
     # run's folder may appear between another's check and mkdir. Threads started together (the

@@ -17,9 +17,11 @@ means two project files can never land on one name (torch maps cuda/x.h and hip/
 hip/x.h).
 
 Only files inside the project are read (symlinks resolving outside are refused), only files under
---output-dir are written, and a file is rewritten only when its content changes, so an unchanged
-converted header does not trigger recompiles. The Ninja depfile lists the source and every
-project file read, so editing a header re-runs this script for the sources that include it.
+--output-dir are written, never through a symlink (in the output tree, or as --output-dir or a
+folder leading to it from the project folder), and a file is rewritten only when its content
+changes, so an unchanged converted header does not trigger recompiles. The Ninja depfile lists
+the source and every project file read, so editing a header re-runs this script for the sources
+that include it.
 
 Standalone on purpose (standard library and torch only, Python >= 3.9): generate copies it into
 each project's cmake/ folder, and it runs with the Python the build found.
@@ -112,6 +114,26 @@ def _project_relative(name: str, what: str) -> str:
     if rel == os.pardir or rel.startswith(os.pardir + os.sep):
         raise HipifyError(f"{what} {name!r} lies outside the project folder")
     return "" if rel == os.curdir else rel
+
+
+def _check_output_dir(project_dir: str, output_dir: str) -> None:
+    """Refuse an output folder that is, or is reached through, a symlink inside the project.
+
+    The build folder usually lies inside the (untrusted) project: a symlink planted as it, as
+    its hipified/ folder or as a folder leading to it would send our writes elsewhere. Only the
+    folders below the project folder are checked; the project folder's own path is the user's.
+    """
+    project = os.path.normpath(project_dir)
+    current = output_dir if _is_within(output_dir, project) else None
+    while current is not None and current != project:
+        if os.path.islink(current):
+            raise HipifyError(
+                f"refusing to write through the symlink {current} (to {os.readlink(current)}): "
+                f"--output-dir {output_dir} must be a real folder inside the project"
+            )
+        current = os.path.dirname(current)
+    if os.path.islink(output_dir):
+        raise HipifyError(f"refusing to write through the symlink {output_dir}")
 
 
 class Hipifier:
@@ -343,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"--output-dir {output_dir} holds the project itself; "
                 "hipified files would overwrite its sources"
             )
+        _check_output_dir(args.project_dir, output_dir)
         source = _project_relative(args.source, "source")
         includes = [_project_relative(name, "--include") for name in args.include]
         output = os.path.normpath(args.output)

@@ -57,6 +57,7 @@ if torch.version.cuda and torch.cuda.is_available():
     caps = {torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())}
     print(";".join(f"{major}.{minor}" for major, minor in sorted(caps)), end="")
 ]=]
+    WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
     OUTPUT_VARIABLE visible ERROR_QUIET)
   if(visible)
     set(${out} ${visible} PARENT_SCOPE)
@@ -93,6 +94,7 @@ function(build2cmake_add_dependency_cuda target dependency)
 import os, cutlass_library
 print(os.path.join(os.path.dirname(cutlass_library.__file__), "source"), end="")
 ]=]
+      WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
       OUTPUT_VARIABLE source RESULT_VARIABLE status ERROR_QUIET)
     if(NOT status EQUAL 0 OR NOT EXISTS "${source}/include/cutlass/cutlass.h")
       message(FATAL_ERROR

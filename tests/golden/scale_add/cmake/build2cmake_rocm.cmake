@@ -167,6 +167,8 @@ endfunction()
 # (never the project), with the project headers it includes; the HIP compiler then compiles the
 # result. A depfile lists every header read, so editing one re-hipifies what includes it, and an
 # unchanged result is not rewritten (nothing recompiles). Sets ${out} to the sources to compile.
+set(_b2c_run_script
+  "import runpy, sys; del sys.argv[0]; runpy.run_path(sys.argv[0], run_name='__main__')")
 function(_build2cmake_hipify target out)
   cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "SOURCES;INCLUDES")
   set(root "${CMAKE_BINARY_DIR}/hipified")
@@ -184,13 +186,17 @@ function(_build2cmake_hipify target out)
         "${CMAKE_CURRENT_SOURCE_DIR}/${include}")
       list(APPEND includes --include "${rel_include}")
     endforeach()
+    # Run through runpy from the neutral folder: `python script.py` would put the script's
+    # folder, the project's cmake/, first on sys.path, where a planted argparse.py would run.
     add_custom_command(
       OUTPUT "${hipified}"
-      COMMAND "${Python_EXECUTABLE}" "${CMAKE_CURRENT_SOURCE_DIR}/cmake/build2cmake_hipify.py"
+      COMMAND "${Python_EXECUTABLE}" -c "${_b2c_run_script}"
+        "${CMAKE_CURRENT_SOURCE_DIR}/cmake/build2cmake_hipify.py"
         --project-dir "${BUILD2CMAKE_PROJECT_DIR}" --output-dir "${root}" ${includes}
         --depfile "${hipified}.d" --output "${hipified}" "${relative}"
       DEPENDS "${source}" "${CMAKE_CURRENT_SOURCE_DIR}/cmake/build2cmake_hipify.py"
       DEPFILE "${hipified}.d"
+      WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
       COMMENT "Hipifying ${relative}"
       VERBATIM)
     list(APPEND result "${hipified}")

@@ -70,6 +70,12 @@ if(NOT Python_EXECUTABLE)
   endif()
 endif()
 
+# Every Python the build runs starts in a neutral folder: `python -c` puts its working folder
+# first on sys.path, and CMake's is the project or its build folder, where a planted module (a
+# sysconfig.py, a json.py) would run in place of the standard library's. Not `python -I`, which
+# would also drop PYTHONPATH, through which pip's build isolation provides torch.
+set(BUILD2CMAKE_PYTHON_WORKING_DIRECTORY "/")
+
 # One interpreter call answers everything the build asks of Python and torch: the Python version,
 # its headers, the abi3 module suffix, and torch's version, backend and CMake package. It reads
 # torch/version.py rather than importing torch (which takes seconds). On Linux this replaces
@@ -94,6 +100,7 @@ else:
     fields += [version["__version__"].split("+")[0], backend, os.path.join(root, "share", "cmake")]
 print(*fields, sep=";", end="")
 ]=]
+    WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
     RESULT_VARIABLE status
     OUTPUT_VARIABLE output
     ERROR_VARIABLE error)
@@ -288,11 +295,13 @@ function(build2cmake_add_extension name)
   # Editable installs rebuild on import without printing the build log (scikit-build-core
   # captures it); when a scikit-build-core build (SKBUILD_EDITABLE_SKIP is set then: an import's
   # rebuild, or pip's own build) links the extension again, this leaves a note that _ops.py
-  # prints as one line at the next import.
+  # prints as one line at the next import. O_NOFOLLOW: a symlink planted under the note's name
+  # fails the build rather than being written through.
   add_custom_command(TARGET ${name} POST_BUILD
     COMMAND "${Python_EXECUTABLE}" -c
-      "import os, sys; os.environ.get('SKBUILD_EDITABLE_SKIP') and open(sys.argv[1], 'w').write(sys.argv[2])"
+      "import os, sys; os.environ.get('SKBUILD_EDITABLE_SKIP') and os.write(os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644), sys.argv[2].encode())"
       "${CMAKE_BINARY_DIR}/build2cmake-rebuilt" "${name}"
+    WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
     VERBATIM)
   if(BUILD2CMAKE_TORCH_BACKEND STREQUAL BUILD2CMAKE_SELECTED_BACKEND)
     # torch itself was built for this backend, so bindings may use its GPU runtime API (current
