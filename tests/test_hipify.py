@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from build2cmake.api import generate_torch
 from tests.conftest import REPO, requires_rocm_toolchain
 
 SCRIPT = REPO / "cmake_templates" / "rocm" / "build2cmake_hipify.py"
@@ -504,3 +505,28 @@ def test_ninja_reruns_hipify_for_an_edited_header_and_recompiles_only_on_a_chang
     source = kernel / "csrc" / "scale.cu"
     source.write_text(source.read_text() + "// edited\n")
     assert build_steps() == ["hipify", "compile"]
+
+
+@pytest.mark.compile
+@pytest.mark.rocm
+@requires_rocm_toolchain
+def test_the_generated_build_hipifies_headers_found_through_the_projects_csrc(
+    tmp_path: Path,
+) -> None:
+    """kernel-builder puts csrc/ on every include path: a .cu source's header found only there
+    is converted and mirrored like one of the kernel's own include folders (the generated CMake
+    once passed csrc to hipify as an absolute path joined onto the project's)."""
+    project = tmp_path / "edition5"
+    shutil.copytree(REPO / "tests" / "fixtures" / "edition5", project, symlinks=True)
+    generate_torch(project / "build.toml")
+    build = project / "build" / "cmake"
+    configured = subprocess.run(
+        ["cmake", "-S", project, "-B", build, "-G", "Ninja", "-DBUILD2CMAKE_BACKEND=rocm"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert configured.returncode == 0, configured.stderr
+    target = "hipified/relu_cuda/relu.hip"
+    hipified = subprocess.run(["ninja", "-C", build, target], capture_output=True, text=True)
+    assert hipified.returncode == 0, hipified.stdout
+    assert (build / "hipified" / "csrc" / "relu_api.h").is_file()
+    assert "csrc/relu_api.h" in (build / f"{target}.d").read_text()

@@ -194,6 +194,20 @@ def test_configure_never_imports_the_projects_python_modules(scene: Scene) -> No
 
 
 @pytest.mark.compile
+def test_configure_never_runs_cmake_modules_the_project_ships(scene: Scene) -> None:
+    """The generated CMake includes our modules by path: a cloned project's cmake/FindTorch.cmake
+    or CheckLinkerFlag.cmake must not replace CMake's (they would run at every configure)."""
+    generate_torch(scene.build_toml)
+    mark = (scene.sentinel / MARKER).as_posix()
+    for name in ("FindTorch", "CheckLinkerFlag", "FindPython", "FindCUDAToolkit", "Findhip"):
+        (scene.project / "cmake" / f"{name}.cmake").write_text(f'file(WRITE "{mark}" "x")\n')
+    result = configure(scene.project)
+    assert result.returncode == 0, result.stderr
+    assert "torch 2." in result.stdout
+    assert not (scene.sentinel / MARKER).exists()
+
+
+@pytest.mark.compile
 def test_the_rebuilt_note_is_never_written_through_a_symlink(scene: Scene) -> None:
     generate_torch(scene.build_toml)
     build = scene.project / "build" / "cmake"

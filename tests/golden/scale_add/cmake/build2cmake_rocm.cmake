@@ -11,7 +11,7 @@ include_guard(GLOBAL)
 
 # Where ROCm is and which HIP compiler matches its device libraries: the _b2c_rocm_* variables
 # and BUILD2CMAKE_ROCM_OFFLOAD_FLAGS (see that module; doctor runs the same file).
-include(build2cmake_find_rocm)
+include("${CMAKE_CURRENT_LIST_DIR}/build2cmake_find_rocm.cmake")
 
 # Debian's hipconfig answers "nvidia" whenever nvcc is installed; this build is for AMD GPUs.
 set(CMAKE_HIP_PLATFORM amd)
@@ -182,8 +182,10 @@ function(_build2cmake_hipify target out)
     string(REGEX REPLACE "\\.cu$" ".hip" hipified "${root}/${relative}")
     set(includes)
     foreach(include IN LISTS arg_INCLUDES BUILD2CMAKE_PROJECT_INCLUDES)
-      file(RELATIVE_PATH rel_include "${BUILD2CMAKE_PROJECT_DIR}"
-        "${CMAKE_CURRENT_SOURCE_DIR}/${include}")
+      # The kernel's include folders are relative, the project's csrc/ absolute.
+      cmake_path(ABSOLUTE_PATH include BASE_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
+        OUTPUT_VARIABLE include_dir)
+      file(RELATIVE_PATH rel_include "${BUILD2CMAKE_PROJECT_DIR}" "${include_dir}")
       list(APPEND includes --include "${rel_include}")
     endforeach()
     # Run through runpy from the neutral folder: `python script.py` would put the script's
