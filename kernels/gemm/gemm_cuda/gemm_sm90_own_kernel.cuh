@@ -296,6 +296,10 @@ __global__ void __launch_bounds__(kNumThreads, 1)
   int stage = 0;
   uint32_t phase = 0;
 
+  // Registers move between warpgroups only through setmaxnreg: launched at 168 each (the
+  // compiler's count for 384 threads), the producer gives back (168 - 40) x 128 and the two math
+  // warpgroups take (232 - 168) x 256, the same number; asking for more than was given back makes
+  // the math warpgroups wait forever (48 / 232 hangs).
   if (wg == 0) {
     cutlass::arch::warpgroup_reg_dealloc<40>();
     if (warp == 0 && cute::elect_one_sync()) {
