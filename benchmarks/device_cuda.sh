@@ -117,14 +117,15 @@ if has pair; then
   DG_PRINT_CONFIGS=1 timeout 120 python3 benchmarks/gemm_cuda.py --profile-pair --shapes "$shape" \
     > "$OUT/pair-configs.log" 2>&1
   echo "configs: exit $?"; tail -8 "$OUT/pair-configs.log"
-  # The second call of each (the first of DeepGEMM's may include its JIT load).
-  DG_PRINT_CONFIGS=0 timeout 240 ncu --set full -k regex:"device_kernel|sm90_fp8_gemm" -s 2 -c 2 \
+  # Both calls of each (a JIT load happens before DeepGEMM's first launch, not inside it):
+  # CUTLASS's kernels are device_kernel, ours gemm_kernel, DeepGEMM's sm90_fp8_gemm_*.
+  DG_PRINT_CONFIGS=0 timeout 240 ncu --set full -k regex:"device_kernel|gemm_kernel|sm90_fp8_gemm" -c 4 \
     -o /tmp/pair -f python3 benchmarks/gemm_cuda.py --profile-pair --shapes "$shape" \
     > "$OUT/pair-ncu.log" 2>&1
   echo "ncu: exit $?"
   ncu --import /tmp/pair.ncu-rep --page details --print-details all > "$OUT/pair-details.txt" 2>&1
   ncu --import /tmp/pair.ncu-rep --page raw --csv > "$OUT/pair-raw.csv" 2>&1
-  grep -E "^  [a-z_:0-9<>, ]*(device_kernel|sm90_fp8_gemm)|Duration|Registers Per|Dynamic Shared|Grid Size|Block Size|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|Issue Slots Busy|No Eligible|Eligible Warps|Achieved Occupancy|Warp Cycles Per Issued" \
+  grep -E "^  [a-z_:0-9<>, ]*(device_kernel|gemm_kernel|sm90_fp8_gemm)|Duration|Registers Per|Dynamic Shared|Grid Size|Block Size|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|Issue Slots Busy|No Eligible|Eligible Warps|Achieved Occupancy|Warp Cycles Per Issued" \
     "$OUT/pair-details.txt" | cut -c1-160 | head -60
 fi
 if has host; then

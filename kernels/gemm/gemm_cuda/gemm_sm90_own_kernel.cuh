@@ -273,7 +273,10 @@ __global__ void __launch_bounds__(kNumThreads, 1)
   auto* empty = reinterpret_cast<cutlass::arch::ClusterBarrier*>(smem + Cfg::kOffBar +
                                                                  Cfg::kStages * 8);
   const int warp = threadIdx.x / 32;
-  const int wg = threadIdx.x / 128;
+  // Read through a shuffle so that the compiler knows it is the same in every lane: then the
+  // wgmma descriptors that depend on it are built in uniform registers, not moved there before
+  // every wgmma (threadIdx.x / 128 is uniform per warp, but the compiler cannot tell).
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
 
   if (threadIdx.x == 0) {
     // The 128-byte swizzle is a function of the address: tiles must be 1024-byte aligned.
