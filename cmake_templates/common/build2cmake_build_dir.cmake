@@ -30,6 +30,12 @@ function(build2cmake_check_build_dir)
       cmake_path(GET folder PARENT_PATH folder)
     endwhile()
   endif()
+  # Only a build folder strictly below the project is ours to clean: in-source (the project's
+  # own tree, a venv's links) or a folder the user chose outside, nothing is removed.
+  cmake_path(COMPARE "${CMAKE_BINARY_DIR}" EQUAL "${CMAKE_SOURCE_DIR}" in_source)
+  if(NOT inside OR in_source)
+    return()
+  endif()
   # RELATIVE: an entry whose name holds a `;` becomes two list items; that harms only the check
   # of such an entry, and nothing CMake or build2cmake writes has one in its name.
   file(GLOB_RECURSE entries RELATIVE "${CMAKE_BINARY_DIR}" LIST_DIRECTORIES true
