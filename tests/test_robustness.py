@@ -39,6 +39,19 @@ def read(build_toml: Path) -> dict[str, Any]:
     return tomlkit.parse(build_toml.read_text()).unwrap()
 
 
+def cli_with_patch(patch: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a fresh interpreter, after `patch` (Python source) has replaced a piece of
+    build2cmake: how a test reaches a code path no input can."""
+    script = f"import sys\n{patch}from build2cmake.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
 def assert_no_raw_control(result: subprocess.CompletedProcess[str]) -> None:
     """Nothing the input held reached the terminal raw: no ESC, no forged line."""
     for stream in (result.stdout, result.stderr):
@@ -224,19 +237,11 @@ def test_update_build_refuses_a_rewrite_that_does_not_read_back_and_writes_nothi
         "k/a.cpp",
     )
     before = state(build_toml.parent)
-    script = (
-        "import sys\n"
+    result = cli_with_patch(
         "import build2cmake.config.migrate as m\n"
-        "m.to_edition5 = lambda document, project, build_toml, inline=False: None\n"
-        "from build2cmake.cli import main\n"
-        "sys.exit(main(sys.argv[1:]))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", script, "update-build", str(build_toml)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
+        "m.to_edition5 = lambda document, project, build_toml, inline=False: None\n",
+        "update-build",
+        str(build_toml),
     )
     assert_one_user_error(result, "update-build cannot rewrite this file", "nothing was written")
     assert state(build_toml.parent) == before
@@ -335,21 +340,13 @@ def test_an_unexpected_exception_is_one_internal_error_line_not_a_traceback(
     tmp_path: Path,
 ) -> None:
     build_toml = project(tmp_path, NO_FRAMEWORK["edition 5"])
-    script = (
-        "import sys\n"
+    result = cli_with_patch(
         "import build2cmake.api as api\n"
         "def boom(path):\n"
         "    raise KeyError('x\\nbuild2cmake: all good\\x1b[31m')\n"
-        "api.validate = boom\n"
-        "from build2cmake.cli import main\n"
-        "sys.exit(main(sys.argv[1:]))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", script, "validate", str(build_toml)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
+        "api.validate = boom\n",
+        "validate",
+        str(build_toml),
     )
     assert result.returncode == 3
     assert "Traceback" not in result.stderr
