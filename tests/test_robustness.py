@@ -317,6 +317,25 @@ def test_clean_dry_run_escapes_manifest_entries(tmp_path: Path) -> None:
     assert state(root) == before
 
 
+@pytest.mark.parametrize(
+    ("argument", "why"),
+    [("torch-ext", "is a directory, expected a build.toml file"), ("buid.toml", "file not found")],
+)
+def test_clean_of_a_folder_or_a_missing_file_is_one_error_and_removes_nothing(
+    tmp_path: Path, argument: str, why: str
+) -> None:
+    """`clean DIR` and a mistyped name used to clean the folder around them (here the project:
+    the parent of torch-ext/ and of the missing file), as generate never would."""
+    root = tmp_path / "p"
+    shutil.copytree(FIXTURES / "scale_add", root)
+    assert cli("generate-torch", root / "build.toml").returncode == 0
+    before = state(root)
+    result = cli("clean", root / argument)
+    assert_one_user_error(result, f"{root / argument}: {why}")
+    assert state(root) == before  # CMakeLists.txt, the manifest and the rest are all there
+    assert (root / "CMakeLists.txt").is_file()
+
+
 def test_ci_github_keeps_a_hostile_folder_name_inside_its_comment(tmp_path: Path) -> None:
     yaml = pytest.importorskip("yaml")
     repository = tmp_path / "repo"
