@@ -14,7 +14,7 @@ from typing import TextIO
 from build2cmake import builder, card, checks, ci, kernel_tests, publish, variant_builds
 from build2cmake import init as project_init
 from build2cmake.builder import BuildReport
-from build2cmake.config import CURRENT_FORMAT, load_project
+from build2cmake.config import CURRENT_FORMAT, load_project, read_bytes
 from build2cmake.config.migrate import rewrite
 from build2cmake.errors import Build2CMakeError, BuildConfigError
 from build2cmake.fileset import (
@@ -399,6 +399,10 @@ def clean(
     generate writes are taken from the manifest; build folders come from our own rule.
     """
     target = checked_target(target_dir if target_dir is not None else build_toml.parent)
+    # As for generate, build_toml must be a readable file: `clean DIR` or a mistyped name is
+    # one error, not a clean of the folder around it. Its content may be anything (a project
+    # whose build.toml no longer validates can still be cleaned).
+    read_bytes(build_toml)
     with ProjectFolder(target) as folder, folder.locked():
         return _clean_locked(folder, dry_run=dry_run, force=force)
 

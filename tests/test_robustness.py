@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import runpy
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,10 @@ import tomlkit
 
 from build2cmake.errors import Build2CMakeError, printable
 from build2cmake.fileset import MANIFEST_NAME
+from tests.conftest import REPO
 from tests.security import FIXTURES, assert_one_user_error, cli, state
+
+TEMPLATES = REPO / "cmake_templates"
 
 FORGED = "build2cmake: all good"
 
@@ -313,6 +317,25 @@ def test_clean_dry_run_escapes_manifest_entries(tmp_path: Path) -> None:
     assert state(root) == before
 
 
+@pytest.mark.parametrize(
+    ("argument", "why"),
+    [("torch-ext", "is a directory, expected a build.toml file"), ("buid.toml", "file not found")],
+)
+def test_clean_of_a_folder_or_a_missing_file_is_one_error_and_removes_nothing(
+    tmp_path: Path, argument: str, why: str
+) -> None:
+    """`clean DIR` and a mistyped name used to clean the folder around them (here the project:
+    the parent of torch-ext/ and of the missing file), as generate never would."""
+    root = tmp_path / "p"
+    shutil.copytree(FIXTURES / "scale_add", root)
+    assert cli("generate-torch", root / "build.toml").returncode == 0
+    before = state(root)
+    result = cli("clean", root / argument)
+    assert_one_user_error(result, f"{root / argument}: {why}")
+    assert state(root) == before  # CMakeLists.txt, the manifest and the rest are all there
+    assert (root / "CMakeLists.txt").is_file()
+
+
 def test_ci_github_keeps_a_hostile_folder_name_inside_its_comment(tmp_path: Path) -> None:
     yaml = pytest.importorskip("yaml")
     repository = tmp_path / "repo"
@@ -334,6 +357,34 @@ def test_printable_escapes_controls_and_format_characters_and_is_idempotent() ->
     assert shown == "a\\nb\\r\\tc\\x1b[31m\\x00\\x85\\u2028\\u202e\\udcff é ü 中"
     assert printable(shown) == shown
     assert str(Build2CMakeError("x\ny", "d\x1b")) == "x\\ny\n  d\\x1b"
+
+
+@pytest.mark.parametrize("script", ["common/build2cmake_metadata.py", "rocm/build2cmake_hipify.py"])
+def test_the_build_time_scripts_escape_as_printable_does(script: str) -> None:
+    """The scripts run in the build, without build2cmake, so each carries a copy of printable."""
+    copy = runpy.run_path(str(TEMPLATES / script), run_name="copy")["_printable"]
+    # Every code point, surrogates (non-UTF-8 file names) included.
+    text = "".join(map(chr, range(1, 0x110000)))
+    assert copy(text) == printable(text)
+    assert copy("plain é 中") == "plain é 中"
+
+
+def test_the_build_folder_check_escapes_every_byte_outside_printable_ascii(tmp_path: Path) -> None:
+    """cmake/build2cmake_build_dir.cmake's build2cmake_printable: printable's escapes for ASCII;
+    CMake has no Unicode tables, so each byte of a non-ASCII character is escaped."""
+    text = "".join(map(chr, range(1, 0x80))) + "é\u202e\x85"
+    (tmp_path / "in.txt").write_bytes(text.encode() + b"\xff")  # and a byte that is not UTF-8
+    (tmp_path / "show.cmake").write_text(
+        f'include("{TEMPLATES / "common" / "build2cmake_build_dir.cmake"}")\n'
+        'file(READ "${CMAKE_CURRENT_LIST_DIR}/in.txt" text)\n'
+        'build2cmake_printable(shown "${text}")\n'
+        'file(WRITE "${CMAKE_CURRENT_LIST_DIR}/out.txt" "${shown}")\n'
+    )
+    # In script mode the source and build folders are the working folder: the check returns.
+    subprocess.run(["cmake", "-P", "show.cmake"], cwd=tmp_path, check=True, capture_output=True)
+    shown = (tmp_path / "out.txt").read_bytes().decode("ascii")
+    ascii_part = "".join(map(chr, range(1, 0x80)))
+    assert shown == printable(ascii_part) + "\\xc3\\xa9\\xe2\\x80\\xae\\xc2\\x85\\xff"
 
 
 def test_an_unexpected_exception_is_one_internal_error_line_not_a_traceback(

@@ -26,6 +26,9 @@ from tests.security import FIXTURES, Scene, assert_one_user_error, cli, state
 
 # A module that, when imported, leaves a mark in the sentinel tree (the test then fails).
 MARKER = "ran.txt"
+# An escape sequence (clear the screen, turn red) in a planted name, and how it must be shown.
+ESCAPES = "\x1b[2J\x1b[31m"
+ESCAPES_SHOWN = "\\x1b[2J\\x1b[31m"
 
 
 def plant_module(folder: Path, name: str, scene: Scene) -> None:
@@ -132,6 +135,27 @@ def test_pip_install_refuses_a_planted_build_folder_symlink_before_cmake_runs(
     assert list(elsewhere.iterdir()) == []  # scikit-build-core and CMake never started
 
 
+def test_pip_install_prints_a_planted_link_target_escaped(
+    scene: Scene, build_env: BuildEnv
+) -> None:
+    """cmake/build2cmake_metadata.py names the link and its target: an escape sequence in the
+    target reaches the terminal escaped."""
+    generate_torch(scene.build_toml)
+    link = scene.project / "build" / "cmake" / "CMakeFiles"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(f"{scene.sentinel}{ESCAPES}")
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(build_env.python), "install",
+         "--no-build-isolation", "--no-deps", "-q", "-e", str(scene.project)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "\x1b" not in result.stdout + result.stderr
+    shown = f"{link} is a symlink (to {scene.sentinel}{ESCAPES_SHOWN})"
+    assert shown in one_line(result.stderr), result.stderr
+    scene.assert_sentinel_untouched()
+
+
 # The generated CMake: a plain `cmake -S -B` ------------------------------------------------------
 
 
@@ -178,6 +202,33 @@ def test_configure_refuses_a_build_folder_reached_through_a_symlink(scene: Scene
     # this earlier; see the tests above.)
     assert not (elsewhere / "cmake" / "build.ninja").exists()
     assert not list(elsewhere.rglob("CMakeCXXCompiler.cmake"))
+
+
+@pytest.mark.compile
+def test_configure_prints_planted_link_targets_escaped(scene: Scene) -> None:
+    generate_torch(scene.build_toml)
+    build = scene.project / "build" / "cmake"
+    build.mkdir(parents=True)
+    (build / f"a{ESCAPES}").symlink_to(f"{scene.sentinel}{ESCAPES}")
+    result = configure(scene.project)
+    assert result.returncode != 0
+    assert "\x1b" not in result.stdout + result.stderr
+    shown = f"{build}/a{ESCAPES_SHOWN} (a symlink to {scene.sentinel}{ESCAPES_SHOWN})"
+    assert shown in one_line(result.stderr), result.stderr
+    scene.assert_sentinel_untouched()
+
+
+@pytest.mark.compile
+def test_configure_prints_a_planted_build_folder_link_escaped(scene: Scene) -> None:
+    generate_torch(scene.build_toml)
+    elsewhere = scene.project.parent / f"elsewhere{ESCAPES}"
+    elsewhere.mkdir()
+    (scene.project / "build").symlink_to(elsewhere)
+    result = configure(scene.project)
+    assert result.returncode != 0
+    assert "\x1b" not in result.stdout + result.stderr
+    shown = f"{scene.project / 'build'} is a symlink (to {scene.project.parent}/elsewhere"
+    assert f"{shown}{ESCAPES_SHOWN})" in one_line(result.stderr), result.stderr
 
 
 @pytest.mark.compile
@@ -264,6 +315,26 @@ def test_hipify_step_imports_nothing_of_the_project_and_refuses_a_symlinked_outp
     assert f"refusing to write through the symlink {build / 'hipified'}" in refused.stdout
     # Ninja itself makes the output's parent folder before running the step; no file arrives.
     assert [p for p in elsewhere.rglob("*") if not p.is_dir()] == []
+
+
+def test_hipify_prints_a_planted_link_target_escaped(tmp_path: Path) -> None:
+    """The real script (generate copies it unchanged), stopped by a symlinked output folder."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "k.cu").write_text("// empty\n")
+    out = project / "build" / "cmake" / "hipified"
+    out.parent.mkdir(parents=True)
+    out.symlink_to(f"{tmp_path}/elsewhere{ESCAPES}")
+    script = REPO / "cmake_templates" / "rocm" / "build2cmake_hipify.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--project-dir", str(project), "--output-dir", str(out),
+         "--depfile", f"{out}/k.hip.d", "--output", f"{out}/k.hip", "k.cu"],
+        capture_output=True, text=True, cwd="/", check=False,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "\x1b" not in result.stdout + result.stderr
+    shown = f"refusing to write through the symlink {out} (to {tmp_path}/elsewhere{ESCAPES_SHOWN})"
+    assert shown in result.stderr, result.stderr
 
 
 # build2cmake's own Python children ----------------------------------------------------------------

@@ -30,8 +30,8 @@ READERS: Mapping[str, Callable[[Mapping[str, Any], Path], Project]] = {
 CURRENT_FORMAT = v5.FORMAT
 
 
-def read_text(build_toml: Path) -> str:
-    """build.toml's text: a regular UTF-8 file of bounded size; every problem is one error."""
+def read_bytes(build_toml: Path) -> bytes:
+    """build.toml's bytes: an existing regular file of bounded size; every problem is one error."""
     try:
         if build_toml.is_dir():
             raise BuildConfigError(build_toml, "", "is a directory, expected a build.toml file")
@@ -39,7 +39,12 @@ def read_text(build_toml: Path) -> str:
             raise BuildConfigError(build_toml, "", "file not found")
     except (OSError, ValueError) as e:
         raise BuildConfigError(build_toml, "", f"cannot be examined ({e})") from None
-    data = read_regular_file(build_toml, BUILD_TOML_LIMIT_BYTES, "build.toml")
+    return read_regular_file(build_toml, BUILD_TOML_LIMIT_BYTES, "build.toml")
+
+
+def read_text(build_toml: Path) -> str:
+    """build.toml's text: a regular UTF-8 file of bounded size; every problem is one error."""
+    data = read_bytes(build_toml)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -117,6 +122,7 @@ __all__ = [
     "detect_format",
     "load_project",
     "parse_project",
+    "read_bytes",
     "read_document",
     "read_text",
 ]

@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from build2cmake.archs import cuda_capability_problem, did_you_mean, rocm_arch_problem
+from build2cmake.config.flags import flag_problem
 from build2cmake.errors import BuildConfigError, printable
 from build2cmake.model import BUILDABLE_BACKENDS, KNOWN_BACKENDS, KernelDependency
 
@@ -277,7 +278,9 @@ class Reader:
         return tuple(result)
 
     def flags(self, value: Any, key: str) -> tuple[str, ...]:
-        """Compiler flags, one a string; each reaches the compiler exactly as written."""
+        """Compiler flags, one a string, of the shapes `config.flags` allows (none runs a
+        program, loads a plugin, writes a file where it says or reads options from a file);
+        each reaches the compiler exactly as written."""
         flags = self.str_list(value, key)
         for i, flag in enumerate(flags):
             if not _FLAG.fullmatch(flag):
@@ -298,6 +301,10 @@ class Reader:
                     f"{flag!r} starts with {flag.split(':')[0]}:, which CMake would split into "
                     "several options; give each flag its own string, without the prefix",
                 )
+            elif (why := flag_problem(flag)) is not None:
+                # Runs a program, loads a plugin, writes where it says, reads options from a
+                # file, or is simply not among the shapes flags.py lets through.
+                self.fail(f"{key}[{i}]", why)
         return tuple(flags)
 
     def stable_abi_version(self, value: Any, key: str) -> str:

@@ -38,6 +38,7 @@ import re
 import stat
 import sys
 import tempfile
+import unicodedata
 from typing import Any
 
 PROG = "build2cmake_hipify"
@@ -59,6 +60,35 @@ TORCH_RENAMED_PREFIXES = (
     "ATen/native/transformers/cuda",
     "THC/",
 )
+
+
+# Unicode categories that must not reach a terminal raw: control characters (newline, ESC, ...),
+# format characters (bidirectional overrides, zero-width characters), lone surrogates (from file
+# names that are not UTF-8) and the line and paragraph separators.
+_UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _printable(text: str) -> str:
+    """`text` with every control or format character written as an escape, so a name from the
+    project can neither forge a line nor send an escape sequence to a terminal. A copy of
+    build2cmake.errors.printable (this script runs in the build, without build2cmake);
+    tests/test_robustness.py checks that the copies agree."""
+    if text.isprintable():
+        return text
+    out: list[str] = []
+    for char in text:
+        if unicodedata.category(char) not in _UNPRINTABLE_CATEGORIES:
+            out.append(char)
+        elif char in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[char])
+        elif ord(char) < 0x100:
+            out.append(f"\\x{ord(char):02x}")
+        elif ord(char) < 0x10000:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(f"\\U{ord(char):08x}")
+    return "".join(out)
 
 
 class HipifyError(Exception):
@@ -386,11 +416,9 @@ def main(argv: list[str] | None = None) -> int:
         deps = [os.path.join(os.path.normpath(args.project_dir), rel) for rel in hipifier.read]
         lines = [_depfile_path(output) + ":"] + [_depfile_path(dep) for dep in deps]
         hipifier.write(depfile, (" \\\n  ".join(lines) + "\n").encode())
-    except HipifyError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 1
-    except OSError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+    except (HipifyError, OSError) as error:
+        # Names of the project's files and link targets: escaped on their way to the terminal.
+        print(f"{PROG}: error: {_printable(str(error))}", file=sys.stderr)
         return 1
     return 0
 

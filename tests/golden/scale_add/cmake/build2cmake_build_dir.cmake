@@ -11,6 +11,30 @@
 # What it cannot cover: before this file runs CMake itself has created CMakeFiles/pkgRedirects
 # (and read CMakeCache.txt) in the folder it was given.
 
+# `text` with every byte outside printable ASCII written as an escape (\n, \r, \t, \xNN), so a
+# planted name or link target can neither forge a line nor send an escape sequence to the
+# terminal. build2cmake's own messages (errors.printable) keep printable non-ASCII characters and
+# escape only control and format characters; CMake has no Unicode tables, so here every byte
+# of a non-ASCII character is escaped (which also covers names that are not UTF-8).
+function(build2cmake_printable out text)
+  string(REGEX MATCHALL "[^ -~]" bytes "${text}")
+  list(REMOVE_DUPLICATES bytes)
+  foreach(byte IN LISTS bytes)
+    string(HEX "${byte}" hex)
+    if(hex STREQUAL "0a")
+      set(escape "\\n")
+    elseif(hex STREQUAL "0d")
+      set(escape "\\r")
+    elseif(hex STREQUAL "09")
+      set(escape "\\t")
+    else()
+      set(escape "\\x${hex}")
+    endif()
+    string(REPLACE "${byte}" "${escape}" text "${text}")
+  endforeach()
+  set(${out} "${text}" PARENT_SCOPE)
+endfunction()
+
 # A symlink inside the build folder is removed (the link, never what it points to) before the
 # configure stops, so that what CMake writes as it ends (CMakeCache.txt, CMakeFiles/) goes into
 # real folders; the next configure starts clean. A build folder below the project that is, or is
@@ -23,9 +47,12 @@ function(build2cmake_check_build_dir)
     while(NOT folder STREQUAL CMAKE_SOURCE_DIR)
       if(IS_SYMLINK "${folder}")
         file(READ_SYMLINK "${folder}" target)
+        build2cmake_printable(folder "${folder}")
+        build2cmake_printable(target "${target}")
+        build2cmake_printable(binary_dir "${CMAKE_BINARY_DIR}")
         message(FATAL_ERROR
           "build2cmake: ${folder} is a symlink (to ${target}), so the build folder "
-          "${CMAKE_BINARY_DIR} lies outside the project. Remove the link; the build folder must "
+          "${binary_dir} lies outside the project. Remove the link; the build folder must "
           "be a real folder inside the project, as CMake and the build write there.")
       endif()
       cmake_path(GET folder PARENT_PATH folder)
@@ -46,12 +73,15 @@ function(build2cmake_check_build_dir)
     if(IS_SYMLINK "${path}")
       file(READ_SYMLINK "${path}" target)
       file(REMOVE "${path}")
+      build2cmake_printable(path "${path}")
+      build2cmake_printable(target "${target}")
       string(APPEND reasons "\n  ${path} (a symlink to ${target})")
     endif()
   endforeach()
   if(reasons)
+    build2cmake_printable(binary_dir "${CMAKE_BINARY_DIR}")
     message(FATAL_ERROR
-      "build2cmake: the build folder ${CMAKE_BINARY_DIR} held symlinks, through which CMake "
+      "build2cmake: the build folder ${binary_dir} held symlinks, through which CMake "
       "and the build would have written outside it; removed them (not what they point to):"
       "${reasons}\nA build folder may hold only real files and folders. Configure again.")
   endif()

@@ -20,7 +20,36 @@ import importlib.util
 import os
 import re
 import stat
+import unicodedata
 from typing import Any
+
+# Unicode categories that must not reach a terminal raw: control characters (newline, ESC, ...),
+# format characters (bidirectional overrides, zero-width characters), lone surrogates (from file
+# names that are not UTF-8) and the line and paragraph separators.
+_UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _printable(text: str) -> str:
+    """`text` with every control or format character written as an escape, so a name from the
+    project can neither forge a line nor send an escape sequence to a terminal. A copy of
+    build2cmake.errors.printable (this script runs in the build, without build2cmake);
+    tests/test_robustness.py checks that the copies agree."""
+    if text.isprintable():
+        return text
+    out: list[str] = []
+    for char in text:
+        if unicodedata.category(char) not in _UNPRINTABLE_CATEGORIES:
+            out.append(char)
+        elif char in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[char])
+        elif ord(char) < 0x100:
+            out.append(f"\\x{ord(char):02x}")
+        elif ord(char) < 0x10000:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(f"\\U{ord(char):08x}")
+    return "".join(out)
 
 
 def _check_build_folders() -> None:
@@ -33,8 +62,8 @@ def _check_build_folders() -> None:
     """
     if os.path.islink("build"):
         raise RuntimeError(
-            f"build2cmake: {os.path.abspath('build')} is a symlink; the build writes there, so it "
-            "must be a real folder inside the project (remove the link)"
+            f"build2cmake: {_printable(os.path.abspath('build'))} is a symlink; the build writes "
+            "there, so it must be a real folder inside the project (remove the link)"
         )
     if not os.path.isdir("build"):
         return
@@ -49,10 +78,12 @@ def _check_build_folders() -> None:
                     if stat.S_ISLNK(mode):
                         kind = f"a symlink (to {os.readlink(entry)})"
                     raise RuntimeError(
-                        f"build2cmake: {os.path.abspath(entry)} is {kind}; build/{name}/ is a "
-                        "build folder (CMake, Ninja and the compilers write there, following "
-                        "symlinks), so it may hold only real files and folders: remove it, or "
-                        f"build/{name}/"
+                        _printable(
+                            f"build2cmake: {os.path.abspath(entry)} is {kind}; build/{name}/ is "
+                            "a build folder (CMake, Ninja and the compilers write there, "
+                            "following symlinks), so it may hold only real files and folders: "
+                            f"remove it, or build/{name}/"
+                        )
                     )
 
 

@@ -1,0 +1,241 @@
+"""Attack class: compiler flags in build.toml (cxx-flags, cuda-flags, hip-flags, sycl-flags).
+
+A flag reaches gcc, clang or nvcc as written, and compilers have options that run a program,
+load a plugin, write a file wherever they say or read more options from a file. Each such flag
+is refused by validate / generate with one error naming the file, the key and index, the flag
+and what it would do; the real compilers are run to show that each attack tested end to end
+works when the flag is given to them directly.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from build2cmake.api import validate
+from build2cmake.config.flags import flag_problem
+from build2cmake.errors import BuildConfigError
+from tests.conftest import requires_nvcc
+from tests.security import Scene, assert_one_user_error, cli, state
+from tests.test_quoting import CORPUS_FLAGS
+
+RUNS = "runs a program"
+LOADS = "loads a plugin"
+WRITES = "writes a file where it says"
+READS = "reads more options from a file"
+TAKES_NEXT = "takes its value from the next string"
+LINKER = "passes options to the linker"
+
+# Each form the red team found, and what the error must say it does.
+DANGEROUS = [
+    ("-wrapper", RUNS),
+    ("-B/evil/", RUNS),
+    ("-Bevil", RUNS),
+    ("--prefix=/evil/", RUNS),
+    ("-ccbin=/evil/cc", RUNS),
+    ("--compiler-bindir=/evil", RUNS),
+    ("-ccbin", RUNS),
+    ("--run", RUNS),
+    ("-fuse-ld=/evil/ld", RUNS),
+    ("--ld-path=/evil/ld", RUNS),
+    ("--gcc-toolchain=/evil", RUNS),
+    ("-fmodule-mapper=x", RUNS),
+    ("-fplugin=/evil.so", LOADS),
+    ("-fplugin-arg-x-y=z", LOADS),
+    ("-fpass-plugin=/evil.so", LOADS),
+    ("-Xclang", "clang's compiler proper"),
+    ("-mllvm", "LLVM inside the compiler"),
+    ("-mllvm=-load=/evil.so", "LLVM inside the compiler"),
+    ("-specs=/evil.specs", READS),
+    ("@/evil.rsp", READS),
+    ("@flags.rsp", READS),
+    ("-optf", READS),
+    ("--options-file=/evil", READS),
+    ("--config=/evil.cfg", READS),
+    ("-o", WRITES),
+    ("-o/elsewhere/x.o", WRITES),
+    ("--output=/elsewhere/x.o", WRITES),
+    ("-MF", WRITES),
+    ("-MF/elsewhere/x.d", WRITES),
+    ("--dependency-output=/x.d", WRITES),
+    ("-dumpdir", WRITES),
+    ("-dumpbase", WRITES),
+    ("-save-temps=obj", WRITES),
+    ("--keep-dir=/elsewhere", WRITES),
+    ("-odir", WRITES),
+    ("--output-directory=/elsewhere", WRITES),
+    ("--time=/elsewhere/t.csv", WRITES),
+    ("-fprofile-generate=/abs", WRITES),
+    ("-fprofile-dir=/abs", WRITES),
+    ("-fprofile-instr-generate=/abs/x.profraw", WRITES),
+    ("-ftime-trace=/abs/trace.json", WRITES),
+    ("-fcrash-diagnostics-dir=/abs", WRITES),
+    ("-fdump-tree-all", WRITES),
+    ("-Xcompiler", TAKES_NEXT),
+    ("--compiler-options", TAKES_NEXT),
+    ("-Xptxas", TAKES_NEXT),
+    ("-Xcompiler=-wrapper", "gives the host compiler '-wrapper', which runs a program"),
+    ("-Xcompiler=-O3,-B/evil/", "gives the host compiler '-B/evil/', which runs a program"),
+    ("--compiler-options=-fplugin=/x.so", "'-fplugin=/x.so', which loads a plugin"),
+    ("-Xcompiler=-Wl,--plugin,/x.so", "gives the host compiler '-Wl'"),
+    ("-Xcompiler=/bin/sh", "'/bin/sh', which is not an option"),
+    ("-Xptxas=-o,/elsewhere/x", "gives ptxas '-o'"),
+    ("--ptxas-options=--options-file=x", "gives ptxas '--options-file=x'"),
+    ("-Xfatbin=--create=/x", "gives fatbinary '--create=/x'"),
+    ("-Wl,--plugin,/evil.so", LINKER),
+    ("-Wl,-o,/elsewhere", LINKER),
+    ("-Xlinker", LINKER),
+    ("-Wp,-MD,/elsewhere/x.d", "passes options to the preprocessor"),
+    ("-Wa,-o,/elsewhere/x.o", "passes options to the assembler"),
+    ("-Wl,@/evil.rsp", "starts a response file"),
+    ("-Xcompiler=@/evil.rsp", "starts a response file"),
+    # nvcc runs its tools through a shell: $(...), backquotes, redirections and spaces.
+    ("-DX=$(touch /tmp/x)", "through a shell"),
+    ("-DX=`id`", "through a shell"),
+    ("-Xcompiler=-DA=1>/elsewhere/x", "through a shell"),
+    ("-Xcompiler=-O3 -wrapper", "through a shell"),
+    # A value taken from the next string: CMake may put any string after it.
+    ("/bin/sh,-c,touch", "is not an option"),
+    ("-fsanitize-ignorelist=/etc/x", "names a path"),
+    ("-fsome-future-option=../../x", "names a path"),
+    ("-I/usr/include", "list include folders in the kernel's `include` key"),
+    ("-nostdinc++", "is not a flag build2cmake passes on"),
+]
+
+
+def write_flags(build_toml: Path, kernel_source: str, key: str, flags: list[str]) -> None:
+    """Give the kernel whose src starts with `kernel_source` the flags `flags` under `key`."""
+    text = build_toml.read_text()
+    anchor = f'src = ["{kernel_source}"'
+    assert anchor in text
+    build_toml.write_text(text.replace(anchor, f"{key} = {json.dumps(flags)}\n{anchor}", 1))
+
+
+@pytest.mark.parametrize(("flag", "why"), DANGEROUS)
+def test_validate_refuses_a_flag_that_runs_loads_writes_or_reads_options(
+    scene: Scene, flag: str, why: str
+) -> None:
+    write_flags(scene.build_toml, "cuda/ops.cu", "cuda-flags", ["-O3", "--use_fast_math", flag])
+    with pytest.raises(BuildConfigError) as caught:
+        validate(scene.build_toml)
+    assert caught.value.key == "[kernel.ops_cuda].cuda-flags[2]"
+    message = str(caught.value)
+    assert message.startswith(f"{scene.build_toml}: [kernel.ops_cuda].cuda-flags[2]: {flag!r} ")
+    assert why in message, message
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "where"),
+    [
+        ("cpu/ops_cpu.cpp", "cxx-flags", "[kernel.ops_cpu].cxx-flags[0]"),
+        ("hip/relu.hip", "hip-flags", "[kernel.relu_rocm].hip-flags[0]"),
+        ("torch-ext/torch_binding.cpp", "cxx-flags", "[torch].cxx-flags[0]"),
+    ],
+)
+def test_every_flag_key_refuses_the_same_flags(
+    scene: Scene, section: str, key: str, where: str
+) -> None:
+    if section.startswith("torch-ext"):  # [torch] cxx-flags makes it a v4 file: license too
+        text = scene.build_toml.read_text()
+        scene.build_toml.write_text(text.replace("version = 1", 'version = 1\nlicense = "MIT"'))
+    write_flags(scene.build_toml, section, key, ["-wrapper"])
+    result = cli("validate", scene.build_toml)
+    assert_one_user_error(result, f"{scene.build_toml}: {where}: '-wrapper' {RUNS}")
+
+
+def test_corpus_flags_pass_the_flag_rule() -> None:
+    """The same list test_quoting validates in build.toml, checked against the rule itself."""
+    assert {flag: flag_problem(flag) for flag in CORPUS_FLAGS} == dict.fromkeys(CORPUS_FLAGS)
+
+
+# End to end: the attack works on the real compiler, and build refuses it ------------------------
+
+
+@pytest.fixture
+def wrapper(tmp_path: Path, scene: Scene) -> tuple[Path, Path]:
+    """A script in the project that, run as gcc's -wrapper, leaves a marker outside the project
+    and then runs the tool it wraps; returns (the script, the marker)."""
+    marker = tmp_path / "outside" / "ran.txt"
+    marker.parent.mkdir()
+    script = scene.project / "wrap.sh"
+    script.write_text(f'#!/bin/sh\necho ran > "{marker}"\nexec "$@"\n')
+    script.chmod(0o755)
+    return script, marker
+
+
+def compile_directly(folder: Path, *flags: str) -> None:
+    """The C++ compiler CMake finds (c++), given `flags` directly on a trivial source."""
+    compiler = shutil.which("c++")
+    if compiler is None:
+        pytest.skip("no C++ compiler (c++)")
+    (folder / "x.cpp").write_text("int x;\n")
+    subprocess.run(
+        [compiler, *flags, "-c", "x.cpp", "-o", "x.o"], cwd=folder, check=True, capture_output=True
+    )
+
+
+def test_build_refuses_a_wrapper_flag_that_the_compiler_would_run(
+    scene: Scene, wrapper: tuple[Path, Path], tmp_path: Path
+) -> None:
+    script, marker = wrapper
+    # The control: given the flags directly, the compiler runs the project's script.
+    compile_directly(tmp_path, "-wrapper", str(script))
+    assert marker.read_text() == "ran\n"
+    marker.unlink()
+
+    write_flags(scene.build_toml, "cpu/ops_cpu.cpp", "cxx-flags", ["-wrapper", str(script)])
+    before = state(scene.project)
+    result = cli("build", scene.build_toml, "--backend", "cpu", timeout=600)
+    assert result.returncode == 2, result.stderr
+    assert f"[kernel.ops_cpu].cxx-flags[0]: '-wrapper' {RUNS}" in result.stderr
+    assert f"[kernel.ops_cpu].cxx-flags[1]: {str(script)!r} is not an option" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not marker.exists()
+    assert state(scene.project) == before  # refused before anything was written
+    scene.assert_sentinel_untouched()
+
+
+def test_build_refuses_a_response_file_that_would_smuggle_a_wrapper_in(
+    scene: Scene, wrapper: tuple[Path, Path], tmp_path: Path
+) -> None:
+    script, marker = wrapper
+    rsp = scene.project / "flags.rsp"
+    rsp.write_text(f"-wrapper {script}\n")
+    compile_directly(tmp_path, f"@{rsp}")
+    assert marker.read_text() == "ran\n"
+    marker.unlink()
+
+    write_flags(scene.build_toml, "cpu/ops_cpu.cpp", "cxx-flags", ["-O3", f"@{rsp}"])
+    before = state(scene.project)
+    result = cli("build", scene.build_toml, "--backend", "cpu", timeout=600)
+    assert_one_user_error(
+        result, f"{scene.build_toml}: [kernel.ops_cpu].cxx-flags[1]: '@{rsp}' {READS}"
+    )
+    assert not marker.exists()
+    assert state(scene.project) == before
+    scene.assert_sentinel_untouched()
+
+
+@pytest.mark.cuda
+@requires_nvcc
+def test_validate_refuses_shell_syntax_that_nvcc_would_run(scene: Scene, tmp_path: Path) -> None:
+    """nvcc runs gcc, cicc and ptxas through a shell: a '$(...)' in a macro runs."""
+    marker = tmp_path / "outside" / "ran.txt"
+    marker.parent.mkdir()
+    flag = f"-DX=$(touch {marker})"
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    (tmp_path / "x.cu").write_text("__global__ void k() {}\n")
+    subprocess.run(
+        [nvcc, flag, "-c", "x.cu", "-o", "x.o"], cwd=tmp_path, check=True, capture_output=True
+    )
+    assert marker.exists()  # the control: nvcc ran the command
+    marker.unlink()
+
+    write_flags(scene.build_toml, "cuda/ops.cu", "cuda-flags", [flag])
+    result = cli("generate-torch", scene.build_toml)
+    assert_one_user_error(result, "[kernel.ops_cuda].cuda-flags[0]", "'$'", "through a shell")
+    assert not marker.exists()
