@@ -88,8 +88,8 @@ has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 if has sanitize; then
   for tool in memcheck racecheck synccheck initcheck; do
-    timeout 120 compute-sanitizer --tool $tool --error-exitcode 7 \
-      python3 benchmarks/sanitize_gemm.py ${SANITIZE_KERNELS:-default mma own_128x192} \
+    timeout 150 compute-sanitizer --tool $tool --launch-timeout 60 --error-exitcode 7 \
+      python3 benchmarks/sanitize_gemm.py ${SANITIZE_KERNELS:-default mma own_128x192 own_128x96} \
       > /tmp/sanitizer-$tool.log 2>&1
     echo "compute-sanitizer $tool: exit $?," \
       "$(grep -c 'relative error' /tmp/sanitizer-$tool.log) checked calls;" \

@@ -72,7 +72,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   int device = 0, sm_count = 132;
   if (cudaGetDevice(&device) == cudaSuccess)
     cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
-  const int64_t tiles = (m + 127) / 128 * (n / 128);
+  const int64_t tiles = (m + 127) / 128 * (n / 128);  // 128 x 128 tiles
   *order = Sm90Order{1, 0};
   // Short K (1 to 6 k-blocks): each tile's epilogue (writing its bf16 rows) is as long as its
   // mainloop. Few tiles: CUTLASS's ping-pong overlaps one warpgroup's epilogue with the other's
@@ -82,19 +82,29 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // 6144 x 7168 x 256, 799 vs 724 at K = 512, 535 vs 503 at 4096 x 7168 x 256 (graph replays).
   if (k <= 768)
     return index_of(tiles >= 4 * int64_t{sm_count} ? "own_128x192_d2" : "pingpong_64x128_c1x1");
-  // At most one wave: every tile gets its own SM, a cluster only adds its rendezvous.
-  // 877 vs 849 for 1 x 2 at 1024 x 1536 x 7168 (96 tiles); stream-K 821 (its fix-up costs more
-  // than the idle SMs it fills).
-  if (tiles <= sm_count) return index_of("coop_128x128_c1x1");
-  // One to four waves: the last wave is mostly empty (1024 x 4608: 288 tiles = 2.2 waves);
-  // stream-K splits K so every SM gets the same work. 1030 vs 887-915 there.
-  if (tiles < 4 * int64_t{sm_count}) return index_of("coop_128x128_c1x1_streamk");
-  // Four waves or more: our own kernel's 128 x 192 tiles (1.2x the math per operand byte loaded
-  // of a 128 x 128 tile; fewer, fuller waves), which CUTLASS 4.2's blockwise mainloop cannot build.
-  // Against CUTLASS's best (cooperative 128 x 128, cluster 1 x 2, A multicast), graph replays:
-  // 1153-1190 vs 1104 (6144 x 1536 x 7168), 1096 vs 1013 (6144 x 4608 x 7168), 1095 vs 1070
-  // (6144 x 7168 x 2304), ties at K = 2048 and 2560 (1043-1047 vs 1048, 1031 vs 1038).
-  return index_of("own_128x192");
+  // Long K: the mainloop dominates; what is left to choose is how the tiles fill the SMs' waves.
+  // Graph replays, TFLOP/s (RESULTS.md run 11; "full": the share of the last wave's SMs busy):
+  // - Our 128 x 192 tiles where their waves are full or many: the most math per operand byte.
+  //   1222 vs 1079 (own 128 x 96) vs 960 (stream-K) at 2048 x 1536 x 7168 (128 tiles, 97 % full);
+  //   1219 at 6144 x 1536, 1100-1173 at 6144 x 4608 vs 960-1005 for the rest.
+  const int64_t m_blocks = (m + 127) / 128;
+  const int64_t sms = sm_count;
+  auto count = [&](int64_t tile_n) { return m_blocks * ((n + tile_n - 1) / tile_n); };
+  auto full = [&](int64_t tiles_n) {
+    return static_cast<double>(tiles_n) / static_cast<double>((tiles_n + sms - 1) / sms * sms);
+  };
+  const int64_t tiles192 = count(192), tiles96 = count(96);
+  if (tiles192 >= 4 * sms || full(tiles192) >= 0.9) return index_of("own_128x192");
+  // - Our 128 x 96 tiles where they fit in one wave, or fill their last one: 993-1021 vs 928-953
+  //   (CUTLASS cooperative 128 x 128) at 1024 x 1536 x 7168 (128 tiles), 138 vs 125 at 128 x 1536
+  //   (16 tiles), 1073-1097 vs 957-966 (1075 stream-K) at 1024 x 4608 (384 tiles, 97 % full).
+  if (tiles96 <= sms || full(tiles96) >= 0.95) return index_of("own_128x96");
+  // - Otherwise CUTLASS's 128 x 128 tiles: one wave of them as it is (1024 x 2048: 128 tiles,
+  //   where 96s and 192s are two-thirds full), more with stream-K, which splits K so that every SM
+  //   gets the same work: 1087 vs 1083 (data-parallel) vs 977 (own 128 x 96, 91 % full) at
+  //   1024 x 7168 x 7168; 1068 vs 1109 at 512 x 7168 (224 tiles), its one loss measured.
+  if (tiles <= sms) return index_of("coop_128x128_c1x1");
+  return index_of("coop_128x128_c1x1_streamk");
 }
 
 extern "C" size_t gemm_sm90_workspace_bytes(int config, Sm90Order order, int64_t m, int64_t n,

@@ -1,99 +1,10 @@
 // 128 x 192 tiles of our own kernel (gemm_sm90_own_kernel.cuh), as configurations own_128x192
 // (one output buffer per math warpgroup, 4 pipeline stages) and own_128x192_d2 (two, 3 stages) of
-// the table in gemm_sm90.cu: the four TMA descriptors and a persistent launch, one CTA per SM.
-// The tile order is the kernel's own (groups of 8 row blocks); Problem's swizzle and raster, the
-// CUTLASS scheduler's settings, do not apply.
-#include <atomic>
-#include <cstdint>
+// the table in gemm_sm90.cu.
+#include "gemm_sm90_own_launch.cuh"
 
-#include <cuda.h>
-#include <cuda_runtime_api.h>
-
-#include "device.h"
-#include "gemm_sm90_configs.h"
-#include "gemm_sm90_own_kernel.cuh"
-
-namespace {
-
-using fp8gemm::sm90::Problem;
-using namespace fp8gemm::sm90_own;
-
-// cuTensorMapEncodeTiled is a driver function: fetched through the runtime, so that nothing links
-// libcuda directly (torch's CUDA runtime is all the extension loads).
-cudaError_t encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, const void* base,
-                         uint64_t dim0, uint64_t dim1, uint64_t stride1_bytes, uint32_t box0,
-                         uint32_t box1, CUtensorMapSwizzle swizzle) {
-  using Encode = decltype(&cuTensorMapEncodeTiled);
-  static const Encode encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      fn = nullptr;
-    return reinterpret_cast<Encode>(fn);
-  }();
-  if (encode == nullptr) return cudaErrorNotSupported;
-  const cuuint64_t dims[2] = {dim0, dim1};
-  const cuuint64_t strides[1] = {stride1_bytes};
-  const cuuint32_t box[2] = {box0, box1};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode(map, dtype, 2, const_cast<void*>(base), dims, strides, box,
-                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // out-of-bounds reads give 0
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
-}
-
-template <class Cfg>
-cudaError_t run(const Problem& p, cudaStream_t stream) {
-  constexpr CUtensorMapSwizzle kStoreSwizzle = Cfg::kStoreSwizzleBytes == 128
-                                                   ? CU_TENSOR_MAP_SWIZZLE_128B
-                                               : Cfg::kStoreSwizzleBytes == 64
-                                                   ? CU_TENSOR_MAP_SWIZZLE_64B
-                                                   : CU_TENSOR_MAP_SWIZZLE_32B;
-  const int64_t m = p.m, n = p.n, k = p.k;
-  if (m < 1 || n < kScaleBlockN || k < kBlockK || n % kScaleBlockN != 0 || k % kBlockK != 0 ||
-      p.a_scale_ld < m || p.a_scale_ld % 4 != 0 || p.sm_count < 1)
-    return cudaErrorInvalidValue;
-
-  CUtensorMap tmap_a, tmap_b, tmap_sfa, tmap_d;
-  cudaError_t err;
-  if ((err = encode_tiled(&tmap_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.a, k, m, k, kBlockK, kBlockM,
-                          CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
-      (err = encode_tiled(&tmap_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.bt, k, n, k, kBlockK,
-                          Cfg::kBlockN, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
-      (err = encode_tiled(&tmap_sfa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, p.a_scale, p.a_scale_ld,
-                          k / kBlockK, p.a_scale_ld * 4, kBlockM, 1,
-                          CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
-      (err = encode_tiled(&tmap_d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.out, n, m, n * 2,
-                          Cfg::kStoreCols, 64, kStoreSwizzle)) != cudaSuccess)
-    return err;
-
-  Params params{};
-  params.m = p.m;
-  params.n = p.n;
-  params.k = p.k;
-  params.b_scale = p.b_scale;
-  params.num_n_scales = p.n / kScaleBlockN;
-  params.num_m_blocks = (p.m + kBlockM - 1) / kBlockM;
-  params.num_n_blocks = (p.n + Cfg::kBlockN - 1) / Cfg::kBlockN;
-  const int64_t tiles = int64_t{params.num_m_blocks} * params.num_n_blocks;
-  if (tiles > INT32_MAX) return cudaErrorInvalidValue;
-  params.num_tiles = static_cast<int>(tiles);
-
-  static std::atomic<uint64_t> opted_in{0};
-  if ((err = fp8gemm::opt_in_shared_memory(reinterpret_cast<const void*>(gemm_kernel<Cfg>),
-                                           Cfg::kSmemBytes, p.device, opted_in)) != cudaSuccess)
-    return err;
-  // Persistent: one CTA per SM (its shared memory allows no more), or one per tile.
-  const int grid = params.num_tiles < p.sm_count ? params.num_tiles : p.sm_count;
-  gemm_kernel<Cfg><<<grid, kNumThreads, Cfg::kSmemBytes, stream>>>(tmap_a, tmap_b, tmap_sfa,
-                                                                     tmap_d, params);
-  return cudaGetLastError();
-}
-
-}  // namespace
+using fp8gemm::sm90_own::TileConfig;
+using fp8gemm::sm90_own_launch::run;
 
 namespace fp8gemm::sm90 {
 

@@ -17,8 +17,8 @@
 // two b-scale blocks.
 //
 // Structure: persistent, warp-specialised, 384 threads. Warpgroup 0 is the producer: one thread
-// fills a ring of shared-memory stages with TMA loads of A, Bt and a_scale, and writes the k
-// block's two b scales itself. Warpgroups 1 and 2 do the math, 64 rows each; each stores its bf16
+// fills a ring of shared-memory stages with TMA loads of A, Bt and a_scale, and a second warp
+// writes each k block's two b scales into the same stages. Warpgroups 1 and 2 do the math, 64 rows each; each stores its bf16
 // rows through a swizzled shared-memory buffer with TMA stores (which clip rows >= M and columns
 // >= N) that drain while its next tile's mainloop runs.
 #pragma once
@@ -51,6 +51,10 @@ struct Wgmma;
 template <>
 struct Wgmma<192> {
   using Op = cute::SM90::GMMA::MMA_64x192x32_F32E4M3E4M3_SS_TN<>;
+};
+template <>
+struct Wgmma<96> {
+  using Op = cute::SM90::GMMA::MMA_64x96x32_F32E4M3E4M3_SS_TN<>;
 };
 
 // kDBufs: output staging buffers per math warpgroup. With two, a tile's bf16 rows go into one
@@ -103,6 +107,23 @@ __device__ __forceinline__ void warpgroup_barrier(int wg) {
   asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory");
 }
 
+// mbarrier wait and arrive on a shared-memory address the caller computed once (CUTLASS's take
+// a pointer, which the compiler turns into an address again in every k block).
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t phase) {
+  asm volatile(
+      "{\n\t"
+      ".reg .pred P1;\n\t"
+      "WAIT_%=:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1, %2;\n\t"
+      "@!P1 bra WAIT_%=;\n\t"
+      "}" ::"r"(bar),
+      "r"(phase), "r"(0x989680u)
+      : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
 // wgmma shared-memory descriptor of a K-major tile stored with the 128-byte swizzle (8 rows x 128
 // bytes per 1024-byte atom, atoms stacked along M/N).
 __device__ __forceinline__ uint64_t make_sw128_desc(const void* smem) {
@@ -148,9 +169,12 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   const int warp = tid / 32, lane = tid % 32;
   const int row0 = warp * 16 + lane / 4;  // this thread's rows of the 64-row atom: row0, row0 + 8
 
-  auto* full = reinterpret_cast<cutlass::arch::ClusterTransactionBarrier*>(smem + Cfg::kOffBar);
-  auto* empty = reinterpret_cast<cutlass::arch::ClusterBarrier*>(smem + Cfg::kOffBar +
-                                                                 Cfg::kStages * 8);
+  // Shared-memory addresses of stage 0's full barrier (empty barriers follow the full ones) and
+  // its scales, read through a shuffle for the reason given below.
+  const uint32_t full0 =
+      __shfl_sync(0xffffffffu, cute::cast_smem_ptr_to_uint(smem + Cfg::kOffBar), 0);
+  const uint32_t scales0 =
+      __shfl_sync(0xffffffffu, cute::cast_smem_ptr_to_uint(smem + Cfg::kOffScales), 0);
   const int num_k_blocks = p.k / kBlockK;
 
   float acc[kAcc];
@@ -158,17 +182,28 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
   float tmp[kAcc];
 
+  // wgmma descriptors: only the low word (the start address, in 16-byte units) changes between
+  // stages and K steps, so it is one integer add from stage 0's. Read through a shuffle, stage 0's
+  // is computed once: otherwise the compiler rebuilds it from the shared-memory base in every k
+  // block.
+  const uint64_t desc_a0 = make_sw128_desc(smem + wg * 64 * kBlockK);
+  const uint64_t desc_b0 = make_sw128_desc(smem + Cfg::kOffB);
+  const uint32_t desc_a0_lo = __shfl_sync(0xffffffffu, static_cast<uint32_t>(desc_a0), 0);
+  const uint32_t desc_b0_lo = __shfl_sync(0xffffffffu, static_cast<uint32_t>(desc_b0), 0);
+  const uint64_t desc_a_hi = desc_a0 & ~uint64_t{0xffffffffu}, desc_b_hi = desc_b0 & ~uint64_t{0xffffffffu};
+
   for (int kb = 0; kb < num_k_blocks; ++kb) {
-    full[stage].wait(phase);
-    const uint8_t* a_stage = smem + stage * Cfg::kSmemA;
-    const uint64_t desc_a = make_sw128_desc(a_stage + wg * 64 * kBlockK);
-    const uint64_t desc_b = make_sw128_desc(smem + Cfg::kOffB + stage * Cfg::kSmemB);
+    mbarrier_wait(full0 + stage * 8, phase);
+    const uint32_t desc_a_lo = desc_a0_lo + stage * (Cfg::kSmemA >> 4);
+    const uint32_t desc_b_lo = desc_b0_lo + stage * (Cfg::kSmemB >> 4);
     // Read all this warpgroup needs from the stage before it is released.
-    const float* scales =
-        reinterpret_cast<const float*>(smem + Cfg::kOffScales + stage * Cfg::kSmemScales);
-    const float sa0 = scales[wg * 64 + row0];
-    const float sa1 = scales[wg * 64 + row0 + 8];
-    const float sb_lo = scales[kBlockM], sb_hi = scales[kBlockM + 1];
+    const uint32_t scales = scales0 + stage * Cfg::kSmemScales;
+    float sa0, sa1, sb_lo, sb_hi;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sa0) : "r"(scales + 4 * (wg * 64 + row0)) : "memory");
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sa1) : "r"(scales + 4 * (wg * 64 + row0 + 8)) : "memory");
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
+                 : "=f"(sb_lo), "=f"(sb_hi)
+                 : "r"(scales + 4 * kBlockM));
 
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(tmp[i]);
@@ -176,7 +211,7 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
 #pragma unroll
     for (int kk = 0; kk < kBlockK / 32; ++kk) {
       // K step of 32 e4m3 = 32 bytes = 2 units of the descriptor's 16-byte address field.
-      wgmma_call<Op>(desc_a + 2 * kk, desc_b + 2 * kk, tmp,
+      wgmma_call<Op>(desc_a_hi | (desc_a_lo + 2 * kk), desc_b_hi | (desc_b_lo + 2 * kk), tmp,
                      kk == 0 ? cute::SM90::GMMA::ScaleOut::Zero : cute::SM90::GMMA::ScaleOut::One,
                      std::make_index_sequence<kAcc>{});
     }
@@ -188,7 +223,7 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
     // thread arrives for its own reads (one lane per warp would do by the memory model after a
     // __syncwarp, but compute-sanitizer's racecheck then reports the other lanes' reads as racing
     // the producer's next writes: benchmarks/racecheck_repro.cu, RESULTS.md).
-    empty[stage].arrive();
+    mbarrier_arrive(full0 + (Cfg::kStages + stage) * 8);
 
     // Promotion. wgmma m64nNk32's result layout: value 4*j + {0,1} is (row0, 8*j + 2*(lane%4)
     // + {0,1}), value 4*j + {2,3} is row0 + 8; so an 8-column chunk j lies wholly on one side
@@ -282,7 +317,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     // The 128-byte swizzle is a function of the address: tiles must be 1024-byte aligned.
     if (cute::cast_smem_ptr_to_uint(smem) % 1024 != 0) __trap();
     for (int s = 0; s < Cfg::kStages; ++s) {
-      full[s].init(1);       // the producer's arrival, which also expects the TMA bytes
+      full[s].init(2);  // warp 0's arrival, which also expects the TMA bytes, and warp 1's
       empty[s].init(2 * 128);  // every math thread
     }
     cutlass::arch::fence_barrier_init();
@@ -306,33 +341,18 @@ __global__ void __launch_bounds__(kNumThreads, 1)
   if (wg == 0) {
     cutlass::arch::warpgroup_reg_dealloc<40>();
     if (warp == 0 && cute::elect_one_sync()) {
+      // Warp 0: the TMA loads of A, Bt and a_scale, nothing else (no load of its own to wait for).
       constexpr uint32_t kStageBytes =
           Cfg::kSmemA + Cfg::kSmemB + kBlockM * 4;  // out-of-bounds parts count too (zeros)
       for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
         int m_blk, n_blk;
         tile_coords(p, tile, m_blk, n_blk);
         const int m0 = m_blk * kBlockM, n0 = n_blk * Cfg::kBlockN;
-        // The b-scale blocks of the tile's columns (a tile straddles at most two).
-        const int s0 = n0 / kScaleBlockN;
-        const int s1 = min(s0 + 1, p.num_n_scales - 1);
-        // The b scales are plain loads, one k block ahead of their use so that their latency
-        // hides behind the wait for a free stage; each is written into the stage before the
-        // arrival that publishes it (mbarrier arrive releases, the math warps' wait acquires).
-        const float* sb = p.b_scale;
-        float next_lo = __ldg(sb + s0), next_hi = __ldg(sb + s1);
         for (int kb = 0; kb < num_k_blocks; ++kb) {
-          const float lo = next_lo, hi = next_hi;
-          if (kb + 1 < num_k_blocks) {
-            const float* row = sb + static_cast<int64_t>(kb + 1) * p.num_n_scales;
-            next_lo = __ldg(row + s0);
-            next_hi = __ldg(row + s1);
-          }
           empty[stage].wait(phase ^ 1);
-          float* scales = reinterpret_cast<float*>(smem + Cfg::kOffScales + stage * Cfg::kSmemScales);
-          scales[kBlockM] = lo;
-          scales[kBlockM + 1] = hi;
           full[stage].arrive_and_expect_tx(kStageBytes);
           uint64_t* bar = reinterpret_cast<uint64_t*>(&full[stage]);
+          float* scales = reinterpret_cast<float*>(smem + Cfg::kOffScales + stage * Cfg::kSmemScales);
           cute::SM90_TMA_LOAD_2D::copy(&tmap_a, bar, 0, smem + stage * Cfg::kSmemA, kb * kBlockK,
                                        m0);
           cute::SM90_TMA_LOAD_2D::copy(&tmap_b, bar, 0, smem + Cfg::kOffB + stage * Cfg::kSmemB,
@@ -340,6 +360,41 @@ __global__ void __launch_bounds__(kNumThreads, 1)
           cute::SM90_TMA_LOAD_2D::copy(&tmap_sfa, bar, 0, scales, m0, kb);
           stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;
           phase ^= stage == 0;
+        }
+      }
+    } else if (warp == 1) {
+      // Warp 1: the k blocks' two b scales (a tile straddles at most two scale blocks), plain
+      // loads, 32 k blocks at a time (lane i holds block kb0 + i), written into each stage by
+      // lane 0 before its arrival, the stage's second (mbarrier arrive releases, the math warps'
+      // wait acquires). So the TMA issue above never waits for a load's latency.
+      const int lane = threadIdx.x % 32;
+      for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+        int m_blk, n_blk;
+        tile_coords(p, tile, m_blk, n_blk);
+        const int s0 = n_blk * Cfg::kBlockN / kScaleBlockN;
+        const int s1 = min(s0 + 1, p.num_n_scales - 1);
+        for (int kb0 = 0; kb0 < num_k_blocks; kb0 += 32) {
+          float mine_lo = 0.f, mine_hi = 0.f;
+          if (kb0 + lane < num_k_blocks) {
+            const float* row = p.b_scale + static_cast<int64_t>(kb0 + lane) * p.num_n_scales;
+            mine_lo = __ldg(row + s0);
+            mine_hi = __ldg(row + s1);
+          }
+          const int count = min(32, num_k_blocks - kb0);
+          for (int i = 0; i < count; ++i) {
+            const float lo = __shfl_sync(0xffffffffu, mine_lo, i);
+            const float hi = __shfl_sync(0xffffffffu, mine_hi, i);
+            empty[stage].wait(phase ^ 1);
+            if (lane == 0) {
+              float* scales =
+                  reinterpret_cast<float*>(smem + Cfg::kOffScales + stage * Cfg::kSmemScales);
+              scales[kBlockM] = lo;
+              scales[kBlockM + 1] = hi;
+              full[stage].arrive();
+            }
+            stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;
+            phase ^= stage == 0;
+          }
         }
       }
     }

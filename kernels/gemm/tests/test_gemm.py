@@ -12,6 +12,8 @@ from gemm.reference import dequantize
 from gemm.reference import gemm_reference as reference
 
 FP8_FORMATS = [torch.float8_e4m3fnuz, torch.float8_e4m3fn]
+# Our own sm_90a kernel's configurations (gemm_sm90_configs.h), each tested by name.
+OWN_KERNELS = ["own_128x192", "own_128x192_d2", "own_128x96"]
 
 
 def _device() -> str:
@@ -195,7 +197,7 @@ def test_m_above_the_limit_is_refused_by_the_binding(device: str):
         gemm.ops.gemm(out, a, b, sa, sb)
 
 
-@pytest.mark.parametrize("kernel", ["default", "mma", "own_128x192", "own_128x192_d2"])
+@pytest.mark.parametrize("kernel", ["default", "mma", *OWN_KERNELS])
 def test_m_at_the_limit_runs_on_the_gpu(device: str, kernel: str, monkeypatch: pytest.MonkeyPatch):
     """The binding's limit is the launchers' limit: the largest M it accepts runs, on every CUDA
     kernel (before, the HIP launcher refused the last 64 sizes the binding let through)."""
@@ -324,14 +326,14 @@ def test_cpu_property_extreme_scales_zeros_nan_inf_propagate_like_the_reference(
     assert bool(((out[finite] - ref[finite]).abs() <= bound).all())
 
 
-@pytest.mark.parametrize("kernel", ["default", "mma", "own_128x192", "own_128x192_d2"])
+@pytest.mark.parametrize("kernel", ["default", "mma", *OWN_KERNELS])
 def test_cuda_kernels_match_the_reference_at_random_shapes(
     device: str, kernel: str, monkeypatch: pytest.MonkeyPatch
 ):
-    """On an H100 "default" is what the dispatch table picks (at these sizes a CUTLASS kernel),
-    "mma" our mma.sync kernel, "own_128x192" (and "_d2", its double-buffered output) our TMA +
-    wgmma kernel: its 192-column tiles straddle b's 128-column scale blocks at odd multiples of 128
-    and overhang N at most of them."""
+    """On an H100 "default" is what the dispatch table picks, "mma" our mma.sync kernel,
+    "own_128x192" (and "_d2", its double-buffered output) and "own_128x96" our TMA + wgmma kernel:
+    its 192- and 96-column tiles straddle b's 128-column scale blocks and overhang N at most of
+    these N."""
     if gemm.backend != "cuda":
         pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
     if kernel == "mma":
@@ -354,9 +356,17 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
 @pytest.mark.parametrize(
     ("m", "n", "k"),
     # On an H100 these take each branch of gemm_sm90.cu's table: ping-pong (short K; M = 130 also
-    # pads a_scale), our own kernel at short K (double-buffered output), one wave, stream-K (its
-    # workspace is cleared on the stream), our own kernel.
-    [(130, 384, 512), (2048, 4608, 512), (256, 1024, 1024), (1024, 4608, 1024), (6144, 1536, 1024)],
+    # pads a_scale), our own kernel at short K (double-buffered output), then at long K our own
+    # kernel's 192- and 96-wide tiles, one wave of CUTLASS's 128 x 128 ones and stream-K (its
+    # workspace is cleared on the stream).
+    [
+        (130, 384, 512),
+        (2048, 4608, 512),
+        (6144, 1536, 1024),
+        (256, 1024, 1024),
+        (1024, 2048, 1024),
+        (1024, 7168, 1024),
+    ],
 )
 def test_cuda_graph_replays_the_op_on_new_inputs(device: str, m: int, n: int, k: int):
     """Inference engines capture the op into a CUDA graph and replay it on new data written into
