@@ -18,9 +18,9 @@
 //
 // Structure: persistent, warp-specialised, 384 threads. Warpgroup 0 is the producer: one thread
 // fills a ring of shared-memory stages with TMA loads of A, Bt and a_scale, and a second warp
-// writes each k block's two b scales into the same stages. Warpgroups 1 and 2 do the math, 64 rows each; each stores its bf16
-// rows through a swizzled shared-memory buffer with TMA stores (which clip rows >= M and columns
-// >= N) that drain while its next tile's mainloop runs.
+// writes each k block's two b scales into the same stages. Warpgroups 1 and 2 do the math, 64
+// rows each; each stores its bf16 rows through a swizzled shared-memory buffer with TMA stores
+// (which clip rows >= M and columns >= N) that drain while its next tile's mainloop runs.
 #pragma once
 
 #include <cstdint>
@@ -124,6 +124,13 @@ __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
+// The next stage of the ring, and its phase bit, which flips each time the ring wraps.
+template <int kStages>
+__device__ __forceinline__ void advance(int& stage, uint32_t& phase) {
+  stage = stage + 1 == kStages ? 0 : stage + 1;
+  phase ^= stage == 0;
+}
+
 // wgmma shared-memory descriptor of a K-major tile stored with the 128-byte swizzle (8 rows x 128
 // bytes per 1024-byte atom, atoms stacked along M/N).
 __device__ __forceinline__ uint64_t make_sw128_desc(const void* smem) {
@@ -190,7 +197,8 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   const uint64_t desc_b0 = make_sw128_desc(smem + Cfg::kOffB);
   const uint32_t desc_a0_lo = __shfl_sync(0xffffffffu, static_cast<uint32_t>(desc_a0), 0);
   const uint32_t desc_b0_lo = __shfl_sync(0xffffffffu, static_cast<uint32_t>(desc_b0), 0);
-  const uint64_t desc_a_hi = desc_a0 & ~uint64_t{0xffffffffu}, desc_b_hi = desc_b0 & ~uint64_t{0xffffffffu};
+  const uint64_t desc_a_hi = desc_a0 & ~uint64_t{0xffffffffu};
+  const uint64_t desc_b_hi = desc_b0 & ~uint64_t{0xffffffffu};
 
   for (int kb = 0; kb < num_k_blocks; ++kb) {
     mbarrier_wait(full0 + stage * 8, phase);
@@ -199,11 +207,18 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
     // Read all this warpgroup needs from the stage before it is released.
     const uint32_t scales = scales0 + stage * Cfg::kSmemScales;
     float sa0, sa1, sb_lo, sb_hi;
-    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sa0) : "r"(scales + 4 * (wg * 64 + row0)) : "memory");
-    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sa1) : "r"(scales + 4 * (wg * 64 + row0 + 8)) : "memory");
+    asm volatile("ld.shared.f32 %0, [%1];"
+                 : "=f"(sa0)
+                 : "r"(scales + 4 * (wg * 64 + row0))
+                 : "memory");
+    asm volatile("ld.shared.f32 %0, [%1];"
+                 : "=f"(sa1)
+                 : "r"(scales + 4 * (wg * 64 + row0 + 8))
+                 : "memory");
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
                  : "=f"(sb_lo), "=f"(sb_hi)
-                 : "r"(scales + 4 * kBlockM));
+                 : "r"(scales + 4 * kBlockM)
+                 : "memory");
 
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(tmp[i]);
@@ -238,8 +253,7 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
       acc[4 * j + 2] += (lo ? s10 : s11) * tmp[4 * j + 2];
       acc[4 * j + 3] += (lo ? s10 : s11) * tmp[4 * j + 3];
     }
-    stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;
-    phase ^= stage == 0;
+    advance<Cfg::kStages>(stage, phase);
   }
 
   // Epilogue: bf16 into this warpgroup's swizzled buffer d_buf, then TMA stores. The buffer is
@@ -358,8 +372,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
           cute::SM90_TMA_LOAD_2D::copy(&tmap_b, bar, 0, smem + Cfg::kOffB + stage * Cfg::kSmemB,
                                        kb * kBlockK, n0);
           cute::SM90_TMA_LOAD_2D::copy(&tmap_sfa, bar, 0, scales, m0, kb);
-          stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;
-          phase ^= stage == 0;
+          advance<Cfg::kStages>(stage, phase);
         }
       }
     } else if (warp == 1) {
@@ -392,8 +405,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
               scales[kBlockM + 1] = hi;
               full[stage].arrive();
             }
-            stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;
-            phase ^= stage == 0;
+            advance<Cfg::kStages>(stage, phase);
           }
         }
       }
