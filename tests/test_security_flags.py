@@ -10,16 +10,18 @@ works when the flag is given to them directly.
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from build2cmake.api import validate
+from build2cmake.api import generate_torch, validate
 from build2cmake.config.flags import flag_problem
 from build2cmake.errors import BuildConfigError
-from tests.conftest import requires_nvcc
+from tests.conftest import requires_nvcc, requires_rocm_toolchain
 from tests.security import Scene, assert_one_user_error, cli, state
 from tests.test_quoting import CORPUS_FLAGS
 
@@ -74,6 +76,10 @@ DANGEROUS = [
     ("-fprofile-instr-generate=/abs/x.profraw", WRITES),
     ("-ftime-trace=/abs/trace.json", WRITES),
     ("-fcrash-diagnostics-dir=/abs", WRITES),
+    ("-fcrash-diagnostics=all", WRITES),
+    ("-gen-reproducer", "to the temporary folder, outside the project"),
+    ("-gen-reproducer=always", "to the temporary folder, outside the project"),
+    ("-freport-bug", "to the temporary folder, outside the project"),
     ("-fdump-tree-all", WRITES),
     ("-Xcompiler", TAKES_NEXT),
     ("--compiler-options", TAKES_NEXT),
@@ -217,6 +223,67 @@ def test_build_refuses_a_response_file_that_would_smuggle_a_wrapper_in(
     )
     assert not marker.exists()
     assert state(scene.project) == before
+    scene.assert_sentinel_untouched()
+
+
+# A flag that crashes clang: its crash handler writes to $TMPDIR, outside the project ------------
+
+
+def files_under(folder: Path) -> list[str]:
+    """The files (not folders) under `folder`, relative to it."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if not p.is_dir())
+
+
+@pytest.mark.compile
+@pytest.mark.rocm
+@requires_rocm_toolchain
+def test_a_hip_flag_that_crashes_clang_leaves_no_file_in_the_temporary_folder(
+    scene: Scene, tmp_path: Path
+) -> None:
+    """clang-15 (ROCm 5.2's) aborts in its AMDGPU backend on -mno-code-object-v3 for gfx90a
+    ("code object V2 does not support processor gfx90a"), and its crash handler writes the
+    preprocessed source (~6 MB, twice) to $TMPDIR. The generated CMake gives HIP compiles
+    -fno-crash-diagnostics. clang (on every HIP compile, crash or not) and CMake's HIP compiler
+    check leave empty folders in $TMPDIR (relu-1a2b3c, CMakeHIPCompilerId-1a2b3c): only files
+    are compared."""
+    write_flags(scene.build_toml, "hip/relu.hip", "hip-flags", ["-mno-code-object-v3"])
+    generate_torch(scene.build_toml)
+    temporary = tmp_path / "tmpdir"
+    temporary.mkdir()
+    env = {**os.environ, "TMPDIR": str(temporary)}
+    build = scene.project / "build" / "cmake"
+    configured = subprocess.run(
+        ["cmake", "-S", scene.project, "-B", build, "-G", "Ninja", "-DBUILD2CMAKE_BACKEND=rocm",
+         "-DBUILD2CMAKE_COMPILER_LAUNCHER=OFF"],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert configured.returncode == 0, configured.stderr
+    assert files_under(temporary) == []
+
+    # The control: the same compile without -fno-crash-diagnostics leaves the crash files.
+    (entry,) = [
+        e
+        for e in json.loads((build / "compile_commands.json").read_text())
+        if e["file"].endswith("hip/relu.hip")
+    ]
+    command = [arg for arg in shlex.split(entry["command"]) if arg != "-fno-crash-diagnostics"]
+    assert len(command) == len(shlex.split(entry["command"])) - 1
+    control = tmp_path / "control-tmpdir"
+    control.mkdir()
+    crashed = subprocess.run(
+        command, cwd=entry["directory"], capture_output=True, text=True, check=False,
+        env={**os.environ, "TMPDIR": str(control)},
+    )  # fmt: skip
+    if "code object V2 does not support processor" not in crashed.stderr:
+        pytest.skip(f"{command[0]} does not crash on -mno-code-object-v3: {crashed.stderr[-300:]}")
+    assert [name for name in files_under(control) if name.endswith(".cu")], files_under(control)
+
+    built = subprocess.run(["ninja", "-C", build, "kernel_relu_rocm"],
+                           capture_output=True, text=True, env=env, check=False)  # fmt: skip
+    assert built.returncode != 0
+    assert "code object V2 does not support processor gfx90a" in built.stdout, built.stdout
+    assert "-fno-crash-diagnostics -mno-code-object-v3" in built.stdout
+    assert files_under(temporary) == []
     scene.assert_sentinel_untouched()
 
 

@@ -86,6 +86,9 @@ _DENIED: tuple[tuple[re.Pattern[str], str], ...] = tuple(
          r"record|optimization-record|proc-stat-report|diagnostics-add-output|diagnostics-set-"
          r"output|diagnostics-format|deps-|compare-debug).*|--?f[A-Za-z0-9-]*dump.*",
          f"{_WRITES} (a compiler report or dump)"),
+        (r"--?gen-reproducer.*|--?freport-bug", "writes the preprocessed source (and clang a "
+         "script to rerun the compile) to the temporary folder, outside the project, when the "
+         "compiler crashes (clang's -gen-reproducer: on every compile)"),
         (r"--?f(module|prebuilt-module|implicit-module).*",
          f"{_WRITES} (compiled modules, in a cache or file it names)"),
         # Options passed on to other tools.
