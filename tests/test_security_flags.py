@@ -10,16 +10,20 @@ works when the flag is given to them directly.
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from build2cmake.api import validate
+from build2cmake.api import generate_torch, validate
 from build2cmake.config.flags import flag_problem
 from build2cmake.errors import BuildConfigError
-from tests.conftest import requires_nvcc
+from tests.conftest import requires_nvcc, requires_rocm_toolchain
 from tests.security import Scene, assert_one_user_error, cli, state
 from tests.test_quoting import CORPUS_FLAGS
 
@@ -74,6 +78,10 @@ DANGEROUS = [
     ("-fprofile-instr-generate=/abs/x.profraw", WRITES),
     ("-ftime-trace=/abs/trace.json", WRITES),
     ("-fcrash-diagnostics-dir=/abs", WRITES),
+    ("-fcrash-diagnostics=all", WRITES),
+    ("-gen-reproducer", "to the temporary folder, outside the project"),
+    ("-gen-reproducer=always", "to the temporary folder, outside the project"),
+    ("-freport-bug", "to the temporary folder, outside the project"),
     ("-fdump-tree-all", WRITES),
     ("-Xcompiler", TAKES_NEXT),
     ("--compiler-options", TAKES_NEXT),
@@ -86,6 +94,9 @@ DANGEROUS = [
     ("-Xptxas=-o,/elsewhere/x", "gives ptxas '-o'"),
     ("--ptxas-options=--options-file=x", "gives ptxas '--options-file=x'"),
     ("-Xfatbin=--create=/x", "gives fatbinary '--create=/x'"),
+    ("-Xcudafe", TAKES_NEXT),
+    ("-Xcudafe=--gen_c_file_name=/x.c", "gives cudafe++ '--gen_c_file_name=/x.c', which is not"),
+    ("-Xcudafe=--diag_suppress=177,--include_file=x", "gives cudafe++ '--include_file=x'"),
     ("-Wl,--plugin,/evil.so", LINKER),
     ("-Wl,-o,/elsewhere", LINKER),
     ("-Xlinker", LINKER),
@@ -104,6 +115,32 @@ DANGEROUS = [
     ("-fsome-future-option=../../x", "names a path"),
     ("-I/usr/include", "list include folders in the kernel's `include` key"),
     ("-nostdinc++", "is not a flag build2cmake passes on"),
+    ("-mllvm", "-DCMAKE_HIP_FLAGS="),
+]
+
+# icpx (Intel's DPC++) options for sycl-flags, from its documentation and intel/llvm's
+# clang/include/clang/Driver/Options.td.
+SYCL_DANGEROUS = [
+    ("-fsycl-host-compiler=g++", RUNS),
+    ("-fsycl-host-compiler=/evil/cc", RUNS),
+    ("-fsycl-host-compiler-options=-O2", "passes options to the host compiler that icpx runs"),
+    ("-fsycl-add-targets=spir64:image.spv", "adds the device images it names"),
+    ("-fsycl-libspirv-path=libspirv.bc", LOADS),
+    ("-fsycl-footer-path=footer.h", WRITES),
+    ("-fsycl-int-header=header.h", WRITES),
+    ("-fsycl-dump-device-code=dump", WRITES),
+]
+# Kept: they choose what the compile does, with values that name no file (a triple, a split
+# mode), or run only the compiler's own tools.
+SYCL_KEPT = [
+    "-fsycl",
+    "-fsycl-targets=spir64_gen,spir64",
+    "-fsycl-link-targets=spir64",
+    "-fsycl-device-code-split=per_kernel",
+    "-fsycl-device-lib=libc,libm-fp32",
+    "-fsycl-max-parallel-link-jobs=4",
+    "-fno-sycl-rdc",
+    "-fsycl-unnamed-lambda",
 ]
 
 
@@ -128,6 +165,28 @@ def test_validate_refuses_a_flag_that_runs_loads_writes_or_reads_options(
     assert why in message, message
 
 
+@pytest.mark.parametrize(("flag", "why"), SYCL_DANGEROUS)
+def test_validate_refuses_icpx_options_that_run_load_or_write_what_they_name(
+    project: Callable[[str], Path], flag: str, why: str
+) -> None:
+    """Validation only: there is no icpx here to show the attack on (icpx looks the host
+    compiler up on PATH and runs it, as nvcc runs -ccbin's)."""
+    root = project("edition5")
+    write_flags(root / "build.toml", "relu_xpu/relu.cpp", "sycl-flags", ["-O3", flag])
+    with pytest.raises(BuildConfigError) as caught:
+        validate(root / "build.toml")
+    message = str(caught.value)
+    assert message.startswith(f"{root / 'build.toml'}: [kernel.relu_xpu].sycl-flags[1]: {flag!r} ")
+    assert why in message, message
+
+
+def test_validate_keeps_icpx_options_that_name_no_file(project: Callable[[str], Path]) -> None:
+    root = project("edition5")
+    write_flags(root / "build.toml", "relu_xpu/relu.cpp", "sycl-flags", SYCL_KEPT)
+    (found,) = [k for k in validate(root / "build.toml").kernels if k.name == "relu_xpu"]
+    assert found.sycl_flags == tuple(SYCL_KEPT)
+
+
 @pytest.mark.parametrize(
     ("section", "key", "where"),
     [
@@ -150,6 +209,142 @@ def test_every_flag_key_refuses_the_same_flags(
 def test_corpus_flags_pass_the_flag_rule() -> None:
     """The same list test_quoting validates in build.toml, checked against the rule itself."""
     assert {flag: flag_problem(flag) for flag in CORPUS_FLAGS} == dict.fromkeys(CORPUS_FLAGS)
+
+
+# Refusals that say what to write instead, and harmless flags let through -----------------------
+
+CUDA_ARCHS = "from its `cuda-capabilities` key"
+ROCM_ARCHS = "from its `rocm-archs` key"
+
+
+@pytest.mark.parametrize(
+    ("source", "key", "flag", "where"),
+    [
+        ("cuda/ops.cu", "cuda-flags", "-gencode=arch=compute_90a,code=sm_90a", CUDA_ARCHS),
+        ("cuda/ops.cu", "cuda-flags", "--generate-code=arch=compute_80,code=sm_80", CUDA_ARCHS),
+        ("cuda/ops.cu", "cuda-flags", "-arch=sm_80", CUDA_ARCHS),
+        ("cuda/ops.cu", "cuda-flags", "--gpu-architecture=compute_80", CUDA_ARCHS),
+        ("cuda/ops.cu", "cuda-flags", "--gpu-code=sm_80", CUDA_ARCHS),
+        ("hip/relu.hip", "hip-flags", "--offload-arch=gfx942", ROCM_ARCHS),
+        ("hip/relu.hip", "hip-flags", "--amdgpu-target=gfx90a", ROCM_ARCHS),
+        ("hip/relu.hip", "hip-flags", "-march=gfx90a", ROCM_ARCHS),
+        ("hip/relu.hip", "hip-flags", "-mcpu=gfx1100", ROCM_ARCHS),
+    ],
+)
+def test_validate_points_an_architecture_flag_at_the_kernels_arch_key(
+    scene: Scene, source: str, key: str, flag: str, where: str
+) -> None:
+    write_flags(scene.build_toml, source, key, [flag])
+    with pytest.raises(BuildConfigError) as caught:
+        validate(scene.build_toml)
+    assert f"{flag!r} chooses the GPU architectures, which build2cmake sets for each kernel " in (
+        str(caught.value)
+    )
+    assert where in str(caught.value)
+
+
+def test_validate_keeps_a_host_architecture_flag() -> None:
+    assert flag_problem("-march=native") is None
+    assert flag_problem("-Xcompiler=-march=x86-64-v3") is None
+
+
+# nvcc's spellings: it takes --diag-suppress= and --use_fast_math, not the other way round.
+RESPELLED = [
+    ("--diag_suppress=177", "--diag-suppress=177"),
+    ("-diag_error=20012", "-diag-error=20012"),
+    ("--use-fast-math", "--use_fast_math"),
+    ("--expt_relaxed_constexpr", "--expt-relaxed-constexpr"),
+]
+
+
+@pytest.mark.parametrize(("flag", "spelling"), RESPELLED)
+def test_validate_suggests_the_spelling_that_is_passed_on(
+    scene: Scene, flag: str, spelling: str
+) -> None:
+    write_flags(scene.build_toml, "cuda/ops.cu", "cuda-flags", [flag])
+    with pytest.raises(BuildConfigError) as caught:
+        validate(scene.build_toml)
+    assert str(caught.value).endswith(
+        f"{flag!r} is not a flag build2cmake passes on; did you mean {spelling!r}?"
+    )
+    assert flag_problem(spelling) is None
+
+
+def nvcc_dryrun(folder: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """nvcc --dryrun on a trivial source: the commands it would run, or its error."""
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    (folder / "x.cu").write_text("__global__ void k() {}\n")
+    return subprocess.run(
+        [nvcc, "--dryrun", *flags, "-c", "x.cu", "-o", "x.o"],
+        cwd=folder, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.cuda
+@requires_nvcc
+def test_nvcc_takes_the_suggested_spelling_and_refuses_the_other(tmp_path: Path) -> None:
+    for flag, spelling in RESPELLED:
+        assert "Unknown option" in nvcc_dryrun(tmp_path, flag).stderr, flag
+        accepted = nvcc_dryrun(tmp_path, spelling)
+        assert accepted.returncode == 0, accepted.stderr
+
+
+def test_validate_says_where_a_macro_with_spaces_or_quotes_belongs(scene: Scene) -> None:
+    write_flags(scene.build_toml, "cuda/ops.cu", "cuda-flags", ['-DNAME="a b"'])
+    result = cli("validate", scene.build_toml)
+    assert_one_user_error(
+        result,
+        "[kernel.ops_cuda].cuda-flags[0]: '-DNAME=\"a b\"' contains '\"'",
+        "define a macro whose value needs other characters in a header that the sources include",
+    )
+
+
+# Harmless: they print (-v), use pipes for temporary files (-pipe), silence or harden warnings,
+# write debug info beside the object file (-gsplit-dwarf), or keep clang from writing a crashed
+# compile's source to the temporary folder.
+HARMLESS = [
+    "-pipe",
+    "-v",
+    "--verbose",
+    "-gsplit-dwarf",
+    "-w",
+    "--disable-warnings",
+    "--Werror=all-warnings",
+    "--Werror=reorder,default-stream-launch",
+    "-Xcudafe=--diag_suppress=177",
+    "-Xcudafe=--diag_suppress=esa_on_defaulted_function_ignored,--display_error_number",
+    "-fno-crash-diagnostics",
+]
+
+
+def test_validate_passes_harmless_flags_on(scene: Scene) -> None:
+    write_flags(scene.build_toml, "cuda/ops.cu", "cuda-flags", HARMLESS)
+    (found,) = [k for k in validate(scene.build_toml).kernels if k.name == "ops_cuda"]
+    assert found.cuda_flags == tuple(HARMLESS)
+
+
+@pytest.mark.cuda
+@requires_nvcc
+def test_nvcc_takes_the_harmless_nvcc_flags_and_silences_the_host_compiler_for_both_spellings(
+    tmp_path: Path,
+) -> None:
+    for flag in ("-v", "--verbose", "-w", "--disable-warnings", "--Werror=all-warnings",
+                 "-Xcudafe=--diag_suppress=177", "-Xcudafe=--display_error_number"):  # fmt: skip
+        result = nvcc_dryrun(tmp_path, flag)
+        assert result.returncode == 0, (flag, result.stderr)
+    # nvcc's -w and --disable-warnings are one switch, given to the host compiler as gcc's -w
+    # (the commands differ only in the names of nvcc's temporary files).
+    short, long = (
+        re.sub(r"tmpxft_[0-9a-f_]+", "tmpxft", nvcc_dryrun(tmp_path, flag).stderr)
+        for flag in ("-w", "--disable-warnings")
+    )
+    assert short == long
+    assert " -w " in short
+
+
+def test_split_dwarf_writes_its_file_beside_the_object_file(tmp_path: Path) -> None:
+    compile_directly(tmp_path, "-gsplit-dwarf", "-pipe", "-v", "-w")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.cpp", "x.dwo", "x.o"]
 
 
 # End to end: the attack works on the real compiler, and build refuses it ------------------------
@@ -217,6 +412,67 @@ def test_build_refuses_a_response_file_that_would_smuggle_a_wrapper_in(
     )
     assert not marker.exists()
     assert state(scene.project) == before
+    scene.assert_sentinel_untouched()
+
+
+# A flag that crashes clang: its crash handler writes to $TMPDIR, outside the project ------------
+
+
+def files_under(folder: Path) -> list[str]:
+    """The files (not folders) under `folder`, relative to it."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if not p.is_dir())
+
+
+@pytest.mark.compile
+@pytest.mark.rocm
+@requires_rocm_toolchain
+def test_a_hip_flag_that_crashes_clang_leaves_no_file_in_the_temporary_folder(
+    scene: Scene, tmp_path: Path
+) -> None:
+    """clang-15 (ROCm 5.2's) aborts in its AMDGPU backend on -mno-code-object-v3 for gfx90a
+    ("code object V2 does not support processor gfx90a"), and its crash handler writes the
+    preprocessed source (~6 MB, twice) to $TMPDIR. The generated CMake gives HIP compiles
+    -fno-crash-diagnostics. clang (on every HIP compile, crash or not) and CMake's HIP compiler
+    check leave empty folders in $TMPDIR (relu-1a2b3c, CMakeHIPCompilerId-1a2b3c): only files
+    are compared."""
+    write_flags(scene.build_toml, "hip/relu.hip", "hip-flags", ["-mno-code-object-v3"])
+    generate_torch(scene.build_toml)
+    temporary = tmp_path / "tmpdir"
+    temporary.mkdir()
+    env = {**os.environ, "TMPDIR": str(temporary)}
+    build = scene.project / "build" / "cmake"
+    configured = subprocess.run(
+        ["cmake", "-S", scene.project, "-B", build, "-G", "Ninja", "-DBUILD2CMAKE_BACKEND=rocm",
+         "-DBUILD2CMAKE_COMPILER_LAUNCHER=OFF"],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert configured.returncode == 0, configured.stderr
+    assert files_under(temporary) == []
+
+    # The control: the same compile without -fno-crash-diagnostics leaves the crash files.
+    (entry,) = [
+        e
+        for e in json.loads((build / "compile_commands.json").read_text())
+        if e["file"].endswith("hip/relu.hip")
+    ]
+    command = [arg for arg in shlex.split(entry["command"]) if arg != "-fno-crash-diagnostics"]
+    assert len(command) == len(shlex.split(entry["command"])) - 1
+    control = tmp_path / "control-tmpdir"
+    control.mkdir()
+    crashed = subprocess.run(
+        command, cwd=entry["directory"], capture_output=True, text=True, check=False,
+        env={**os.environ, "TMPDIR": str(control)},
+    )  # fmt: skip
+    if "code object V2 does not support processor" not in crashed.stderr:
+        pytest.skip(f"{command[0]} does not crash on -mno-code-object-v3: {crashed.stderr[-300:]}")
+    assert [name for name in files_under(control) if name.endswith(".cu")], files_under(control)
+
+    built = subprocess.run(["ninja", "-C", build, "kernel_relu_rocm"],
+                           capture_output=True, text=True, env=env, check=False)  # fmt: skip
+    assert built.returncode != 0
+    assert "code object V2 does not support processor gfx90a" in built.stdout, built.stdout
+    assert "-fno-crash-diagnostics -mno-code-object-v3" in built.stdout
+    assert files_under(temporary) == []
     scene.assert_sentinel_untouched()
 
 

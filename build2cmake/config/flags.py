@@ -29,7 +29,20 @@ Two rules hold for every string, wherever CMake puts it:
   target's options, so `-Xcompiler`, `X`, `-Xcompiler`, `Y` reaches the compiler as
   `-Xcompiler X Y`, and any string may end up after any option. Each string is therefore
   checked on its own, and forwarding options are accepted only joined (`-Xcompiler=-fopenmp`),
-  their comma-separated parts checked by the same rules.
+  their comma-separated parts checked by the same rules (ptxas, fatbinary and cudafe++, reached
+  through `-Xptxas=`, `-Xfatbin=` and `-Xcudafe=`, by lists of their own switches).
+
+A flag may be harmless and still crash the compiler (clang-15 with `-mno-code-object-v3` for
+gfx90a); clang then writes the preprocessed source and a script to rerun the compile into the
+temporary folder, outside the project. The generated CMake gives clang `-fno-crash-diagnostics`
+(see build2cmake_torch.cmake, _rocm.cmake and _cuda.cmake); the options that would write them
+all the same (`-gen-reproducer`, gcc's `-freport-bug`) or choose where (`-fcrash-diagnostics-dir=`)
+are refused here.
+
+Flags that choose the GPU architectures (`-gencode`, `-arch=`, `--offload-arch=`) are harmless
+but refused, pointing at the keys where build.toml lists them (`cuda-capabilities`,
+`rocm-archs`): build2cmake sets them for each kernel, so that each carries code for its own
+architectures only.
 """
 
 from __future__ import annotations
@@ -61,14 +74,24 @@ _DENIED: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"--?(gcc-toolchain|gcc-install-dir)(=.*)?", f"{_RUNS} (clang runs the assembler and "
          "linker of the gcc installation it names)"),
         (r"--?fmodule-mapper(=.*)?", f"{_RUNS} (gcc's -fmodule-mapper=|program)"),
+        (r"--?fsycl-host-compiler(=.*)?", f"{_RUNS} (icpx runs the compiler it names, found "
+         "on PATH, for the host half of a SYCL compile, as nvcc runs -ccbin's)"),
+        (r"--?fsycl-host-compiler-options.*", "passes options to the host compiler that icpx "
+         "runs, past this check"),
         (r"--?specs(=.*)?", f"{_READS} (a gcc specs file, which can make gcc run any program)"),
         # Code loaded into the compiler.
         (r"--?f(plugin|pass-plugin).*", f"{_LOADS} (a shared library of the project's choosing)"),
         (r"--?Xclang(=.*)?", "passes the next string to clang's compiler proper, past this "
          "check (-Xclang -load loads a plugin)"),
         (r"--?mllvm.*", "passes options to LLVM inside the compiler, past this check (-mllvm "
-         "-load loads a plugin)"),
+         "-load loads a plugin, others write files); LLVM's options cannot be checked one by "
+         "one, so build.toml passes none: whoever builds may add one with -DCMAKE_HIP_FLAGS= "
+         "(or CMAKE_CXX_FLAGS), which build.toml does not control"),
         (r"--?mlink-(builtin-)?bitcode.*", f"{_LOADS} (bitcode linked into the device code)"),
+        (r"--?fsycl-libspirv-path.*", f"{_LOADS} (the libspirv bitcode linked into the device "
+         "code)"),
+        (r"--?fsycl-add-targets.*", "adds the device images it names to the output, files no "
+         "check sees (a link step's option)"),
         # Options read from a file.
         (r"--?(optf|options-file)(=.*)?", _READS),
         (r"--?config(-.*)?(=.*)?", f"{_READS} (a clang configuration file)"),
@@ -86,6 +109,11 @@ _DENIED: tuple[tuple[re.Pattern[str], str], ...] = tuple(
          r"record|optimization-record|proc-stat-report|diagnostics-add-output|diagnostics-set-"
          r"output|diagnostics-format|deps-|compare-debug).*|--?f[A-Za-z0-9-]*dump.*",
          f"{_WRITES} (a compiler report or dump)"),
+        (r"--?gen-reproducer.*|--?freport-bug", "writes the preprocessed source (and clang a "
+         "script to rerun the compile) to the temporary folder, outside the project, when the "
+         "compiler crashes (clang's -gen-reproducer: on every compile)"),
+        (r"--?fsycl-(footer-path|int-header|int-footer).*", f"{_WRITES} (the SYCL integration "
+         "header or footer)"),
         (r"--?f(module|prebuilt-module|implicit-module).*",
          f"{_WRITES} (compiled modules, in a cache or file it names)"),
         # Options passed on to other tools.
@@ -96,7 +124,7 @@ _DENIED: tuple[tuple[re.Pattern[str], str], ...] = tuple(
          "files where they say (-MD, -MF)"),
         (r"--?(Xarchive|archive-options)(=.*)?", "passes options to the archiver, past this check"),
         (r"--?foffload.*", "passes options to the offload compilers gcc runs, past this check"),
-        (r"--?(Xcompiler|compiler-options|Xptxas|ptxas-options|Xfatbin|fatbin-options)",
+        (r"--?(Xcompiler|compiler-options|Xptxas|ptxas-options|Xfatbin|fatbin-options|Xcudafe)",
          "takes its value from the next string, which CMake may drop or move (it removes "
          "repeated flags); write the value in the same string, e.g. -Xcompiler=-fopenmp"),
         (r"-X.*", "passes the next string to another tool, past this check"),
@@ -104,6 +132,31 @@ _DENIED: tuple[tuple[re.Pattern[str], str], ...] = tuple(
          "in the kernel's `include` key, which checks that they stay in the project"),
     )
 )  # fmt: skip
+
+# Harmless flags that choose what build.toml says elsewhere: the GPU architectures, which
+# build2cmake sets per kernel (and per source) from the kernel's own list, so that each kernel
+# carries code for its own architectures only.
+_CUDA_ARCHS = (
+    "chooses the GPU architectures, which build2cmake sets for each kernel from its "
+    '`cuda-capabilities` key (e.g. cuda-capabilities = ["8.0", "9.0a+PTX"]); list them there'
+)
+_ROCM_ARCHS = (
+    "chooses the GPU architectures, which build2cmake sets for each kernel from its "
+    '`rocm-archs` key (e.g. rocm-archs = ["gfx90a", "gfx942"]); list them there'
+)
+_ELSEWHERE: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), reason)
+    for pattern, reason in (
+        (r"--?(gencode|generate-code|arch|gpu-architecture|code|gpu-code)(=.*)?", _CUDA_ARCHS),
+        (r"--?(cuda-gpu-arch|no-cuda-gpu-arch)(=.*)?|-m(arch|cpu|tune)=(sm_|compute_).*",
+         _CUDA_ARCHS),
+        (r"--?(offload-arch|no-offload-arch|amdgpu-target)(=.*)?|-m(arch|cpu|tune)=gfx.*",
+         _ROCM_ARCHS),
+    )
+)  # fmt: skip
+
+# Every flag refused by name, with its reason.
+_REFUSED = _DENIED + _ELSEWHERE
 
 # Shapes accepted as they are (after the denials above and the character rule).
 _ALLOWED: tuple[re.Pattern[str], ...] = tuple(
@@ -113,11 +166,16 @@ _ALLOWED: tuple[re.Pattern[str], ...] = tuple(
         r"-U[A-Za-z_][A-Za-z0-9_]*",
         r"-O([0-4sgz]|fast)?",
         r"--?std=[a-z0-9+]+",
+        # -gsplit-dwarf writes the debug info to a .dwo file beside the object file.
         r"-g([0-3]|gdb[0-3]?|dwarf(-[2-5])?|line-tables-only|line-directives-only|z|"
-        r"column-info|no-column-info)?",
+        r"column-info|no-column-info|split-dwarf(=(single|split))?)?",
         r"-G",
         r"-W[A-Za-z0-9][A-Za-z0-9_=+-]*",
-        r"-w|-pthread|-pedantic(-errors)?",
+        # -w and nvcc's --disable-warnings are one switch (nvcc gives the host compiler -w).
+        r"-w|--disable-warnings|-pthread|-pedantic(-errors)?",
+        # Only print: the commands the compiler runs (-v, --verbose); pipes in place of
+        # temporary files between gcc's passes (-pipe).
+        r"-v|--verbose|-pipe",
         r"-l[A-Za-z0-9_][A-Za-z0-9_+.-]*",
         # nvcc's own switches (one or two dashes, as nvcc accepts either).
         r"--?(use_fast_math|expt-relaxed-constexpr|expt-extended-lambda|extended-lambda|"
@@ -126,6 +184,7 @@ _ALLOWED: tuple[re.Pattern[str], ...] = tuple(
         r"--?(threads|split-compile|maxrregcount|ftemplate-backtrace-limit|ftemplate-depth)"
         r"=[0-9]+",
         r"--?(diag-suppress|diag-error|diag-warn|diag-default)=[A-Za-z0-9_-]+(,[A-Za-z0-9_-]+)*",
+        r"--Werror=[a-z-]+(,[a-z-]+)*",
         r"--?(ftz|prec-div|prec-sqrt|fmad|relocatable-device-code|rdc)=(true|false)",
         r"--?default-stream=(legacy|null|per-thread)",
         # clang's HIP switch.
@@ -140,8 +199,8 @@ _SWITCH_VALUE = re.compile(r"[A-Za-z0-9_+.,:=-]*")
 # Options that pass their comma-separated value to another tool: (flag pattern, the tool, the
 # rule for each part).
 _FORWARDING = re.compile(
-    r"--?(?P<option>Xcompiler|compiler-options|Xptxas|ptxas-options|Xfatbin|fatbin-options)="
-    r"(?P<value>.*)"
+    r"--?(?P<option>Xcompiler|compiler-options|Xptxas|ptxas-options|Xfatbin|fatbin-options|"
+    r"Xcudafe)=(?P<value>.*)"
 )
 
 # What nvcc may pass to ptxas and fatbinary: their switches that neither write nor read files
@@ -160,6 +219,31 @@ _PTXAS_OPTION = re.compile(
 _FATBIN_OPTION = re.compile(
     r"--?(compress-all|compress=(true|false)|compress-mode=(default|size|speed|balance|none))"
 )
+# What nvcc may pass to cudafe++, its C++ front end: the diagnostic switches (nvcc gives it
+# --diag-suppress= as --diag_suppress, and -Xcudafe= passes the same switches as written).
+_CUDAFE_OPTION = re.compile(
+    r"--?(diag_suppress|diag_error|diag_warning|diag_warn|diag_remark)=[A-Za-z0-9_]+|"
+    r"--?(no_)?display_error_number"
+)
+
+# For each forwarding option but -Xcompiler's: the tool it reaches, the switches that tool may
+# be given, and what to say of the others.
+_TOOL_FILES = "those that write or read files, such as -o and --options-file, are not"
+_PTXAS = ("ptxas", _PTXAS_OPTION, f"{_TOOL_FILES}; `ptxas --help` lists them")
+_FATBIN = ("fatbinary", _FATBIN_OPTION, f"{_TOOL_FILES}; `fatbinary --help` lists them")
+_CUDAFE = (
+    "cudafe++",
+    _CUDAFE_OPTION,
+    "it passes --diag_suppress=N, --diag_error=N, --diag_warning=N, --diag_remark=N and "
+    "--display_error_number; nvcc's own --diag-suppress=N and --diag-error=N do the same",
+)
+_FORWARDED_TO: dict[str, tuple[str, re.Pattern[str], str]] = {
+    "Xptxas": _PTXAS,
+    "ptxas-options": _PTXAS,
+    "Xfatbin": _FATBIN,
+    "fatbin-options": _FATBIN,
+    "Xcudafe": _CUDAFE,
+}
 
 _KNOWN = (
     "is not a flag build2cmake passes on (it passes macros -D and -U, -O, -std=, -g, warnings "
@@ -191,15 +275,21 @@ def _refusal(flag: str, *, host_part: bool) -> str | None:
     if bad:
         if bad[0] == "@":
             return f"contains '@', which starts a response file: the compiler {_READS}"
-        return (
+        why = (
             f"contains {bad[0]!r}: nvcc runs its tools through a shell, where it would run "
             "commands or redirect output; a flag holds only letters, digits and _ - + = . , / :"
         )
+        if flag.startswith("-D"):
+            why += (
+                "; define a macro whose value needs other characters in a header that the "
+                'sources include (#define NAME "a b")'
+            )
+        return why
     # Inside -Xcompiler='s value, a forwarding option is refused below (-X.*): nothing nests.
     forwarded = None if host_part else _FORWARDING.fullmatch(flag)
     if forwarded is not None:
         return _forwarding_refusal(forwarded.group("option"), forwarded.group("value"))
-    for pattern, reason in _DENIED:
+    for pattern, reason in _REFUSED:
         if pattern.fullmatch(flag):
             return reason
     if any(pattern.fullmatch(flag) for pattern in _ALLOWED):
@@ -213,27 +303,44 @@ def _refusal(flag: str, *, host_part: bool) -> str | None:
             "names a path ('/' or '..'), which may lead outside the project; a -f or -m switch "
             "from build.toml takes no path"
         )
+    respelled = _respelled(flag)
+    if respelled is not None:
+        return f"is not a flag build2cmake passes on; did you mean {respelled!r}?"
     return _KNOWN
+
+
+def _respelled(flag: str) -> str | None:
+    """`flag` with '_' and '-' swapped in its name, where that spelling is passed on: nvcc
+    takes --diag-suppress= but not --diag_suppress=, --use_fast_math but not --use-fast-math."""
+    dashes = len(flag) - len(flag.lstrip("-"))
+    name, equals, value = flag[dashes:].partition("=")
+    for old, new in (("_", "-"), ("-", "_")):
+        candidate = flag[:dashes] + name.replace(old, new) + equals + value
+        # Only shapes the allowlist names (a refused spelling never suggests an -f or -m
+        # switch), and none denied.
+        if (
+            old in name
+            and any(pattern.fullmatch(candidate) for pattern in _ALLOWED)
+            and not any(pattern.fullmatch(candidate) for pattern, _ in _REFUSED)
+        ):
+            return candidate
+    return None
 
 
 def _forwarding_refusal(option: str, value: str) -> str | None:
     """What is wrong with the first bad part of a forwarding option's comma-separated value."""
     host = option in ("Xcompiler", "compiler-options")
-    tool = "the host compiler" if host else "ptxas" if "ptxas" in option else "fatbinary"
-    known = _PTXAS_OPTION if tool == "ptxas" else _FATBIN_OPTION
+    tool, known, others = ("the host compiler", None, "") if host else _FORWARDED_TO[option]
     for part in value.split(","):
         why: str | None
         if not part:
             return f"gives {tool} an empty option (two commas, or one at an end)"
-        if host:
+        if known is None:
             why = _refusal(part, host_part=True)
         elif known.fullmatch(part):
             why = None
         else:
-            why = (
-                f"is not a {tool} switch build2cmake passes (those that write or read files, "
-                f"such as -o and --options-file, are not; `{tool} --help` lists them)"
-            )
+            why = f"is not a {tool} switch build2cmake passes ({others})"
         if why is not None:
             return f"gives {tool} {part!r}, which {why}"
     return None

@@ -81,6 +81,12 @@ set(BUILD2CMAKE_CUDA_NVCC_FLAGS --expt-relaxed-constexpr --expt-extended-lambda)
 if(CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 11.8)
   list(APPEND BUILD2CMAKE_CUDA_NVCC_FLAGS -DENABLE_FP8)
 endif()
+# A host compiler that is clang gets -fno-crash-diagnostics, as clang does for C++ sources (see
+# build2cmake_torch.cmake); gcc, the usual one, has no such option. CMake names nvcc's host
+# compiler from 3.31 on; before, nothing is added.
+if(CMAKE_CUDA_HOST_COMPILER_ID STREQUAL "Clang")
+  list(APPEND BUILD2CMAKE_CUDA_NVCC_FLAGS -Xcompiler=-fno-crash-diagnostics)
+endif()
 
 function(build2cmake_configure_extension_cuda extension)
   target_link_libraries(${extension} PRIVATE CUDA::cudart)
