@@ -2,8 +2,9 @@
 # One batch on a CUDA machine (the device tool's H100): build kernels/gemm with build2cmake, run
 # its tests (SKIP_TESTS=1: not), then the stages MODE (first argument) names, or $STAGES
 # (space-separated):
-#   final    = sanitize bench: compute-sanitizer's memcheck, racecheck, synccheck and initcheck,
-#              then the benchmark (ours, cuBLAS, and DeepGEMM when DEEPGEMM names its source)
+#   final    = sanitize bench: compute-sanitizer's memcheck, racecheck, synccheck and initcheck
+#              ($SANITIZE_TOOLS to choose), on $SANITIZE_KERNELS, then the benchmark (ours,
+#              cuBLAS, and DeepGEMM when DEEPGEMM names its source)
 #   explore  = explore ncu race: every configuration and tile order at every shape
 #              ($EXPLORE_SHAPES: M,N,K;... to choose them; $EXPLORE_CONFIGS, EXPLORE_ORDERS=0:
 #              see benchmarks/gemm_cuda.py), ncu profiles, the racecheck
@@ -87,7 +88,7 @@ esac
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 if has sanitize; then
-  for tool in memcheck racecheck synccheck initcheck; do
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     timeout 150 compute-sanitizer --tool $tool --launch-timeout 60 --error-exitcode 7 \
       python3 benchmarks/sanitize_gemm.py ${SANITIZE_KERNELS:-default mma own_128x192 own_128x96} \
       > /tmp/sanitizer-$tool.log 2>&1

@@ -54,6 +54,8 @@ DANGEROUS = [
     ("-Xclang", "clang's compiler proper"),
     ("-mllvm", "LLVM inside the compiler"),
     ("-mllvm=-load=/evil.so", "LLVM inside the compiler"),
+    ("-mmlir", "MLIR inside the compiler"),
+    ("-mmlir=--mlir-pass-pipeline-crash-reproducer=/tmp/x", "MLIR inside the compiler"),
     ("-specs=/evil.specs", READS),
     ("@/evil.rsp", READS),
     ("@flags.rsp", READS),

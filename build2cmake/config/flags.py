@@ -87,6 +87,8 @@ _DENIED: tuple[tuple[re.Pattern[str], str], ...] = tuple(
          "-load loads a plugin, others write files); LLVM's options cannot be checked one by "
          "one, so build.toml passes none: whoever builds may add one with -DCMAKE_HIP_FLAGS= "
          "(or CMAKE_CXX_FLAGS), which build.toml does not control"),
+        (r"--?mmlir.*", "passes options to MLIR inside the compiler (flang's front end), past "
+         "this check (its options write crash reproducers where they say)"),
         (r"--?mlink-(builtin-)?bitcode.*", f"{_LOADS} (bitcode linked into the device code)"),
         (r"--?fsycl-libspirv-path.*", f"{_LOADS} (the libspirv bitcode linked into the device "
          "code)"),

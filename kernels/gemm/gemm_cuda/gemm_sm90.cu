@@ -99,11 +99,13 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   //   (CUTLASS cooperative 128 x 128) at 1024 x 1536 x 7168 (128 tiles), 138 vs 125 at 128 x 1536
   //   (16 tiles), 1073-1097 vs 957-966 (1075 stream-K) at 1024 x 4608 (384 tiles, 97 % full).
   if (tiles96 <= sms || full(tiles96) >= 0.95) return index_of("own_128x96");
-  // - Otherwise CUTLASS's 128 x 128 tiles: one wave of them as it is (1024 x 2048: 128 tiles,
-  //   where 96s and 192s are two-thirds full), more with stream-K, which splits K so that every SM
-  //   gets the same work: 1087 vs 1083 (data-parallel) vs 977 (own 128 x 96, 91 % full) at
-  //   1024 x 7168 x 7168; 1068 vs 1109 at 512 x 7168 (224 tiles), its one loss measured.
-  if (tiles <= sms) return index_of("coop_128x128_c1x1");
+  // - Otherwise CUTLASS's 128 x 128 tiles: within one wave as they are (1024 x 2048: 128 tiles,
+  //   where 96s and 192s are two-thirds full); beyond it with stream-K, which splits K so that
+  //   every SM gets the same work, only where their last wave would be less than half full:
+  //   1075 vs 957 (data-parallel) at 1024 x 4608 x 7168 (288 tiles, 18 % full), 1087 vs 1083 at
+  //   1024 x 7168 x 7168 (448 tiles, 39 %), but 1068 vs 1109 at 512 x 7168 x 7168 (224 tiles,
+  //   70 %), where the data-parallel tiles keep K whole (RESULTS.md runs 11 and 12).
+  if (tiles <= sms || full(tiles) >= 0.5) return index_of("coop_128x128_c1x1");
   return index_of("coop_128x128_c1x1_streamk");
 }
 
