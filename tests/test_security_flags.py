@@ -99,6 +99,9 @@ DANGEROUS = [
     ("-Xcudafe", TAKES_NEXT),
     ("-Xcudafe=--gen_c_file_name=/x.c", "gives cudafe++ '--gen_c_file_name=/x.c', which is not"),
     ("-Xcudafe=--diag_suppress=177,--include_file=x", "gives cudafe++ '--include_file=x'"),
+    # cudafe++ reads one dash as one-letter options: -n -o _display_error_number.
+    ("-Xcudafe=-no_display_error_number", "gives cudafe++ '-no_display_error_number'"),
+    ("-Xcudafe=-diag_suppress=940", "gives cudafe++ '-diag_suppress=940'"),
     ("-Wl,--plugin,/evil.so", LINKER),
     ("-Wl,-o,/elsewhere", LINKER),
     ("-Xlinker", LINKER),

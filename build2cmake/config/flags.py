@@ -222,10 +222,12 @@ _FATBIN_OPTION = re.compile(
     r"--?(compress-all|compress=(true|false)|compress-mode=(default|size|speed|balance|none))"
 )
 # What nvcc may pass to cudafe++, its C++ front end: the diagnostic switches (nvcc gives it
-# --diag-suppress= as --diag_suppress, and -Xcudafe= passes the same switches as written).
+# --diag-suppress= as --diag_suppress, and -Xcudafe= passes the same switches as written). Two
+# dashes only: cudafe++ reads one dash as a cluster of one-letter options, so
+# -no_display_error_number is -n -o _display_error_number, and -diag_error=940 a debug option.
 _CUDAFE_OPTION = re.compile(
-    r"--?(diag_suppress|diag_error|diag_warning|diag_warn|diag_remark)=[A-Za-z0-9_]+|"
-    r"--?(no_)?display_error_number"
+    r"--(diag_suppress|diag_error|diag_warning|diag_warn|diag_remark)=[A-Za-z0-9_]+|"
+    r"--(no_)?display_error_number"
 )
 
 # For each forwarding option but -Xcompiler's: the tool it reaches, the switches that tool may
