@@ -431,15 +431,15 @@ def files_under(folder: Path) -> list[str]:
 @pytest.mark.compile
 @pytest.mark.rocm
 @requires_rocm_toolchain
-def test_a_hip_flag_that_crashes_clang_leaves_no_file_in_the_temporary_folder(
+def test_a_hip_flag_that_crashes_clang_leaves_nothing_in_the_temporary_folder(
     scene: Scene, tmp_path: Path
 ) -> None:
     """clang-15 (ROCm 5.2's) aborts in its AMDGPU backend on -mno-code-object-v3 for gfx90a
     ("code object V2 does not support processor gfx90a"), and its crash handler writes the
     preprocessed source (~6 MB, twice) to $TMPDIR. The generated CMake gives HIP compiles
-    -fno-crash-diagnostics. clang (on every HIP compile, crash or not) and CMake's HIP compiler
-    check leave empty folders in $TMPDIR (relu-1a2b3c, CMakeHIPCompilerId-1a2b3c): only files
-    are compared."""
+    -fno-crash-diagnostics, and points the compilers' TMPDIR into the build folder, so that the
+    folders clang makes on every HIP compile (relu-1a2b3c, CMakeHIPCompilerId-1a2b3c in the
+    compiler check) stay there too: nothing at all appears in the user's $TMPDIR."""
     write_flags(scene.build_toml, "hip/relu.hip", "hip-flags", ["-mno-code-object-v3"])
     generate_torch(scene.build_toml)
     temporary = tmp_path / "tmpdir"
@@ -452,7 +452,7 @@ def test_a_hip_flag_that_crashes_clang_leaves_no_file_in_the_temporary_folder(
         capture_output=True, text=True, env=env, check=False,
     )  # fmt: skip
     assert configured.returncode == 0, configured.stderr
-    assert files_under(temporary) == []
+    assert list(temporary.iterdir()) == []
 
     # The control: the same compile without -fno-crash-diagnostics leaves the crash files.
     (entry,) = [
@@ -477,7 +477,9 @@ def test_a_hip_flag_that_crashes_clang_leaves_no_file_in_the_temporary_folder(
     assert built.returncode != 0
     assert "code object V2 does not support processor gfx90a" in built.stdout, built.stdout
     assert "-fno-crash-diagnostics -mno-code-object-v3" in built.stdout
-    assert files_under(temporary) == []
+    assert list(temporary.iterdir()) == []
+    assert f"TMPDIR={build / 'tmp'}" in built.stdout  # ninja echoes the failed command
+    assert files_under(build / "tmp") == []  # the folders clang makes, no crash files
     scene.assert_sentinel_untouched()
 
 

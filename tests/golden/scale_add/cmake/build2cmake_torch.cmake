@@ -14,13 +14,23 @@ if(_b2c_launcher STREQUAL "")
   unset(_b2c_launcher)
   find_program(_b2c_launcher NAMES ccache sccache NO_CACHE)
 endif()
-if(_b2c_launcher)  # false for OFF, and when nothing was found
-  foreach(_b2c_lang IN ITEMS CXX HIP CUDA)
-    if(NOT DEFINED CMAKE_${_b2c_lang}_COMPILER_LAUNCHER
-       AND NOT DEFINED ENV{CMAKE_${_b2c_lang}_COMPILER_LAUNCHER})
-      set(CMAKE_${_b2c_lang}_COMPILER_LAUNCHER "${_b2c_launcher}")
-    endif()
-  endforeach()
+if(NOT _b2c_launcher)  # OFF, or nothing found
+  unset(_b2c_launcher)
+endif()
+# In front of every compile and link (and of the cache): TMPDIR in the build folder (see
+# CMakeLists.txt), as the build runs them with the environment it was started in.
+set(_b2c_tmpdir "${CMAKE_COMMAND}" -E env "TMPDIR=${BUILD2CMAKE_TMPDIR}")
+foreach(_b2c_lang IN ITEMS CXX HIP CUDA)
+  if(NOT DEFINED CMAKE_${_b2c_lang}_COMPILER_LAUNCHER
+     AND NOT DEFINED ENV{CMAKE_${_b2c_lang}_COMPILER_LAUNCHER})
+    set(CMAKE_${_b2c_lang}_COMPILER_LAUNCHER ${_b2c_tmpdir} ${_b2c_launcher})
+  endif()
+  if(NOT DEFINED CMAKE_${_b2c_lang}_LINKER_LAUNCHER
+     AND NOT DEFINED ENV{CMAKE_${_b2c_lang}_LINKER_LAUNCHER})
+    set(CMAKE_${_b2c_lang}_LINKER_LAUNCHER ${_b2c_tmpdir})
+  endif()
+endforeach()
+if(DEFINED _b2c_launcher)
   message(STATUS "build2cmake: compiling through ${_b2c_launcher}")
 endif()
 
