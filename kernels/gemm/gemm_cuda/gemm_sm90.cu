@@ -83,7 +83,8 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   if (k <= 768)
     return index_of(tiles >= 4 * int64_t{sm_count} ? "own_128x192_d2" : "pingpong_64x128_c1x1");
   // Long K: the mainloop dominates; what is left to choose is how the tiles fill the SMs' waves.
-  // Graph replays, TFLOP/s (RESULTS.md run 11; "full": the share of the last wave's SMs busy):
+  // Graph replays, TFLOP/s (RESULTS.md run 11; "full": the share of the waves' SM slots that
+  // hold a tile, tiles / (waves x SMs)):
   // - Our 128 x 192 tiles where their waves are full or many: the most math per operand byte.
   //   1222 vs 1079 (own 128 x 96) vs 960 (stream-K) at 2048 x 1536 x 7168 (128 tiles, 97 % full);
   //   1219 at 6144 x 1536, 1100-1173 at 6144 x 4608 vs 960-1005 for the rest.
@@ -99,14 +100,12 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   //   (CUTLASS cooperative 128 x 128) at 1024 x 1536 x 7168 (128 tiles), 138 vs 125 at 128 x 1536
   //   (16 tiles), 1073-1097 vs 957-966 (1075 stream-K) at 1024 x 4608 (384 tiles, 97 % full).
   if (tiles96 <= sms || full(tiles96) >= 0.95) return index_of("own_128x96");
-  // - Otherwise CUTLASS's 128 x 128 tiles: within one wave as they are (1024 x 2048: 128 tiles,
-  //   where 96s and 192s are two-thirds full); beyond it with stream-K, which splits K so that
-  //   every SM gets the same work, only where their last wave would be less than half full:
-  //   1075 vs 957 (data-parallel) at 1024 x 4608 x 7168 (288 tiles, 18 % full), 1087 vs 1083 at
-  //   1024 x 7168 x 7168 (448 tiles, 39 %), but 1068 vs 1109 at 512 x 7168 x 7168 (224 tiles,
-  //   70 %), where the data-parallel tiles keep K whole (RESULTS.md runs 11 and 12).
-  if (tiles <= sms || full(tiles) >= 0.5) return index_of("coop_128x128_c1x1");
-  return index_of("coop_128x128_c1x1_streamk");
+  // - Otherwise CUTLASS's 128 x 128 tiles, data-parallel (1024 x 2048: 128 tiles, where 96s and
+  //   192s are two-thirds full). Stream-K, which splits K so that every SM gets the same work,
+  //   lost at every shape measured that reaches this rule: 1057 vs 1101 at 512 x 7168 x 7168,
+  //   1009 vs 1105 at 768 x 7168, 1070 vs 1085 at 1024 x 7168 (RESULTS.md run 12). It won only at
+  //   1024 x 4608 x 7168 (1056 vs 938, its last wave 18 % full), which the 96-wide rule takes.
+  return index_of("coop_128x128_c1x1");
 }
 
 extern "C" size_t gemm_sm90_workspace_bytes(int config, Sm90Order order, int64_t m, int64_t n,

@@ -357,8 +357,7 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
     ("m", "n", "k"),
     # On an H100 these take each branch of gemm_sm90.cu's table: ping-pong (short K; M = 130 also
     # pads a_scale), our own kernel at short K (double-buffered output), then at long K our own
-    # kernel's 192- and 96-wide tiles, one wave of CUTLASS's 128 x 128 ones and stream-K (its
-    # workspace is cleared on the stream).
+    # kernel's 192- and 96-wide tiles and CUTLASS's 128 x 128 ones, in one wave and in several.
     [
         (130, 384, 512),
         (2048, 4608, 512),
