@@ -95,3 +95,14 @@ cudaError_t run(const Problem& p, cudaStream_t stream) {
 }
 
 }  // namespace fp8gemm::sm90_own_launch
+
+// Defines configuration NAME of gemm_sm90_configs.h as our own kernel with
+// TileConfig<__VA_ARGS__> (it needs no workspace), as GEMM_SM90_DEFINE_CONFIG
+// (gemm_sm90_kernel.cuh) does for CUTLASS's.
+#define GEMM_SM90_DEFINE_OWN_CONFIG(NAME, ...)                                          \
+  namespace fp8gemm::sm90 {                                                             \
+  size_t workspace_bytes_##NAME(const Problem&) { return 0; }                           \
+  cudaError_t run_##NAME(const Problem& p, void*, cudaStream_t stream) {                \
+    return sm90_own_launch::run<sm90_own::TileConfig<__VA_ARGS__>>(p, stream);          \
+  }                                                                                     \
+  }
