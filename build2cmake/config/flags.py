@@ -33,8 +33,10 @@ Two rules hold for every string, wherever CMake puts it:
   through `-Xptxas=`, `-Xfatbin=` and `-Xcudafe=`, by lists of their own switches).
 
 A flag may be harmless and still crash the compiler (clang-15 with `-mno-code-object-v3` for
-gfx90a); clang then writes the preprocessed source and a script to rerun the compile into the
-temporary folder, outside the project. The generated CMake gives clang `-fno-crash-diagnostics`
+gfx90a); clang then writes the preprocessed source and a script to rerun the compile into its
+temporary folder: the build folder's tmp/ in the generated build (its compilers' TMPDIR), /tmp
+(outside the project) where a launcher the user set replaces ours or for a compile run by hand.
+The generated CMake gives clang `-fno-crash-diagnostics`
 (see build2cmake_torch.cmake, _rocm.cmake and _cuda.cmake); the options that would write them
 all the same (`-gen-reproducer`, gcc's `-freport-bug`) or choose where (`-fcrash-diagnostics-dir=`)
 are refused here.

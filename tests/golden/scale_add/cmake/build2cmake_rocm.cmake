@@ -91,10 +91,11 @@ set(BUILD2CMAKE_ROCM_DEFINITIONS __HIP_PLATFORM_AMD__=1 USE_ROCM=1 HIPBLAS_V2)
 set(BUILD2CMAKE_ROCM_HIP_DEFINITIONS CUDA_HAS_FP16=1 HIP_ENABLE_WARP_SYNC_BUILTINS=1 ENABLE_FP8)
 # Each kernel's device code is complete in its own object (no relocatable device code).
 # -fno-crash-diagnostics: a compile that crashes clang would leave its preprocessed source (and
-# a script to rerun it) in $TMPDIR, outside the project, and hip-flags can crash clang on
-# purpose: clang-15 with -mno-code-object-v3 for gfx90a leaves ~13 MB per compile there. The
-# compiler's error still fails the build. build.toml may not pass -gen-reproducer, which would
-# write them all the same.
+# a script to rerun it) in its temporary folder, and hip-flags can crash clang on purpose:
+# clang-15 with -mno-code-object-v3 for gfx90a leaves ~13 MB per compile there. That folder is
+# the build folder's tmp/ (CMakeLists.txt), or $TMPDIR, outside the project, where a compiler
+# launcher the user set replaces ours. The compiler's error still fails the build. build.toml
+# may not pass -gen-reproducer, which would write them all the same.
 set(BUILD2CMAKE_ROCM_HIP_OPTIONS -fno-gpu-rdc -fno-crash-diagnostics)
 
 # Called by build2cmake_add_extension: the bindings include HIP headers and call the HIP runtime.

@@ -34,12 +34,13 @@ if(DEFINED _b2c_launcher)
   message(STATUS "build2cmake: compiling through ${_b2c_launcher}")
 endif()
 
-# A compile that crashes clang leaves its preprocessed source and a script to rerun it in the
-# temporary folder ($TMPDIR, /tmp), outside the project and the build folder, and build.toml's
-# flags can crash a compiler on purpose. -fno-crash-diagnostics keeps clang from writing them,
-# for C++ sources (and CUDA ones, where clang compiles CUDA); HIP sources get it with the other
-# HIP options in build2cmake_rocm.cmake. gcc has no such option (it writes those files only
-# with -freport-bug, which build.toml may not pass).
+# A compile that crashes clang leaves its preprocessed source and a script to rerun it in its
+# temporary folder (the build folder's tmp/ above; $TMPDIR, outside the project, where a launcher
+# the user set replaces ours), and build.toml's flags can crash a compiler on purpose.
+# -fno-crash-diagnostics keeps clang from writing them, for C++ sources (and CUDA ones, where
+# clang compiles CUDA); HIP sources get it with the other HIP options in build2cmake_rocm.cmake.
+# gcc has no such option (it writes those files only with -freport-bug, which build.toml may not
+# pass).
 add_compile_options("$<$<OR:$<COMPILE_LANG_AND_ID:CXX,Clang,AppleClang,IntelLLVM>,$<COMPILE_LANG_AND_ID:CUDA,Clang>>:-fno-crash-diagnostics>")
 
 # A faster linker than GNU ld when one is installed: lld, else gold. Every build and every edit
