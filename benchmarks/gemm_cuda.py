@@ -16,7 +16,8 @@ then times, on the same inputs:
 With --explore it also times every configuration built (GEMM_SM90_CONFIG=<name>, names read from
 gemm_sm90_configs.h, or those $EXPLORE_CONFIGS lists) at every shape, each kernel alone (CUDA
 graphs), beside the time torch takes to fill the output (the write-bandwidth floor of short K),
-and writes that matrix; then the tile orders (EXPLORE_ORDERS=0 leaves them out).
+and writes that matrix; then the tile orders, also from CUDA graphs (EXPLORE_ORDERS=0 leaves them
+out).
 
 Timing: CUDA events around a batch of 10 calls (median of --runs batches after --warmup calls);
 the calls cycle over enough input sets that together they exceed twice the L2 cache, so no call
@@ -62,6 +63,14 @@ BATCH = 10
 ORDERS = [("swizzle 2", 2, 0), ("swizzle 4", 4, 0), ("swizzle 8", 8, 0), ("along M", 1, 1)]
 ORDERS += [("along N", 1, 2), ("swizzle 4 along N", 4, 2)]
 ORDER_CONFIGS = ["default", "coop_128x128_c1x2", "coop_128x128_c1x1"]
+# $EXPLORE_ORDER_CONFIGS and $EXPLORE_ORDER_LIST ("swizzle,raster ...") replace them (our own
+# kernel has one order of its own: RESULTS.md run 13 measured others).
+if os.environ.get("EXPLORE_ORDER_LIST"):
+    ORDERS = [
+        (f"{sw},{ra}", int(sw), int(ra))
+        for sw, ra in (item.split(",") for item in os.environ["EXPLORE_ORDER_LIST"].split())
+    ]
+ORDER_CONFIGS = os.environ.get("EXPLORE_ORDER_CONFIGS", "").split() or ORDER_CONFIGS
 CONFIGS_H = Path(__file__).resolve().parent.parent / "kernels/gemm/gemm_cuda/gemm_sm90_configs.h"
 
 
@@ -365,7 +374,8 @@ def main() -> None:
     order_names = [f"{c} {o[0]}" for c in order_configs for o in ORDERS]
     orders = [
         "",
-        "TFLOP/s per tile order (GEMM_SM90_SWIZZLE, GEMM_SM90_RASTER) and configuration",
+        "TFLOP/s per tile order (GEMM_SM90_SWIZZLE, GEMM_SM90_RASTER) and configuration, replayed"
+        " from CUDA graphs",
         "",
         "| M x N x K | " + " | ".join(order_names) + " |",
         "|---" * (len(order_names) + 1) + "|",
@@ -492,7 +502,7 @@ def main() -> None:
                         Env("GEMM_SM90_RASTER", str(raster)),
                     ):
                         error = check(ours(x), x, ref)
-                        ms = time_ms([ours(s) for s in sets], args.warmup, args.runs)
+                        ms = graph_ms([ours(s) for s in sets], 3, args.runs)
                         cells.append(tflops(m, n, k, ms) + ("" if error < 1e-2 else " BAD"))
             row = f"| {m} x {n} x {k} | " + " | ".join(cells) + " |"
             orders.append(row)

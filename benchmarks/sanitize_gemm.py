@@ -17,8 +17,17 @@ import torch
 from gemm.reference import gemm_reference
 
 # M = 1, M not a multiple of any tile, K = one scale block, K past the pipeline's stages (the
-# smem ring wraps), N one and several tiles.
-SHAPES = [(1, 128, 128), (37, 256, 384), (130, 384, 256), (129, 128, 1024), (200, 256, 2048)]
+# smem ring wraps), N one and several tiles; the last, about two tiles per SM of every
+# configuration, so that a persistent CTA moves on to a next tile (ping-pong: the other math
+# warpgroup's) with K past the stages.
+SHAPES = [
+    (1, 128, 128),
+    (37, 256, 384),
+    (130, 384, 256),
+    (129, 128, 1024),
+    (200, 256, 2048),
+    (600, 4608, 640),
+]
 
 kernels = sys.argv[1:] or ["default", "mma"]
 for kernel in kernels:

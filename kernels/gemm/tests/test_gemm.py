@@ -353,6 +353,28 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
         assert relative_error(out.cpu(), ref) < 1e-2, (kernel, m, n, k)
 
 
+@pytest.mark.parametrize("kernel", OWN_KERNELS)
+@pytest.mark.parametrize(
+    ("m", "n", "k"), [(1024, 7168, 256), (1000, 4608, 1280), (2999, 2944, 640)]
+)
+def test_own_kernels_with_several_tiles_per_sm(
+    device: str, kernel: str, m: int, n: int, k: int, monkeypatch: pytest.MonkeyPatch
+):
+    """Our persistent kernel with two to six tiles per CTA (the random shapes above are mostly
+    one wave), K up to past its pipeline's stages: the stage ring and its barrier phases carry
+    over from tile to tile. A ping-pong variant tried in the sixth session (RESULTS.md run 13)
+    passed the random shapes and crashed at such a shape (1024 x 7168 x 512) in the benchmark."""
+    if gemm.backend != "cuda":
+        pytest.skip("GEMM_SM90_CONFIG chooses between the CUDA build's kernels")
+    if device != "cuda" or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip(f"{kernel} is an sm_90a (H100/H200) kernel")
+    monkeypatch.setenv("GEMM_SM90_CONFIG", kernel)
+    a, b, a_scale, b_scale = make_inputs(m, n, k, torch.float8_e4m3fn, device, seed=m + n + k)
+    out = gemm.gemm(a, b, a_scale, b_scale)
+    ref = reference(a.cpu(), b.cpu(), a_scale.cpu(), b_scale.cpu())
+    assert relative_error(out.cpu(), ref) < 1e-2, (kernel, m, n, k)
+
+
 @pytest.mark.parametrize(
     ("m", "n", "k"),
     # On an H100 these take each branch of gemm_sm90.cu's table: ping-pong (short K; M = 130 also
