@@ -360,7 +360,7 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
 def test_own_kernels_with_several_tiles_per_sm(
     device: str, kernel: str, m: int, n: int, k: int, monkeypatch: pytest.MonkeyPatch
 ):
-    """Our persistent kernel with two to six tiles per CTA (the random shapes above are mostly
+    """Our persistent kernel with up to six tiles per CTA (the random shapes above are mostly
     one wave), K up to past its pipeline's stages: the stage ring and its barrier phases carry
     over from tile to tile. A ping-pong variant tried in the sixth session (RESULTS.md run 13)
     passed the random shapes and crashed at such a shape (1024 x 7168 x 512) in the benchmark."""
