@@ -17,7 +17,7 @@ With --explore it also times every configuration built (GEMM_SM90_CONFIG=<name>,
 gemm_sm90_configs.h, or those $EXPLORE_CONFIGS lists) at every shape, each kernel alone (CUDA
 graphs), beside the time torch takes to fill the output (the write-bandwidth floor of short K),
 and writes that matrix; then the tile orders, also from CUDA graphs (EXPLORE_ORDERS=0 leaves them
-out).
+out; $EXPLORE_ORDER_CONFIGS and $EXPLORE_ORDER_LIST, "swizzle,raster ...", choose them).
 
 Timing: CUDA events around a batch of 10 calls (median of --runs batches after --warmup calls);
 the calls cycle over enough input sets that together they exceed twice the L2 cache, so no call
@@ -63,15 +63,9 @@ BATCH = 10
 ORDERS = [("swizzle 2", 2, 0), ("swizzle 4", 4, 0), ("swizzle 8", 8, 0), ("along M", 1, 1)]
 ORDERS += [("along N", 1, 2), ("swizzle 4 along N", 4, 2)]
 ORDER_CONFIGS = ["default", "coop_128x128_c1x2", "coop_128x128_c1x1"]
-# $EXPLORE_ORDER_CONFIGS and $EXPLORE_ORDER_LIST ("swizzle,raster ...") replace them. Our own
-# kernel ignores both settings: it walks groups of 8 row blocks (RESULTS.md run 13c measured
-# other orders for it).
-if os.environ.get("EXPLORE_ORDER_LIST"):
-    ORDERS = [
-        (f"{sw},{ra}", int(sw), int(ra))
-        for sw, ra in (item.split(",") for item in os.environ["EXPLORE_ORDER_LIST"].split())
-    ]
-ORDER_CONFIGS = os.environ.get("EXPLORE_ORDER_CONFIGS", "").split() or ORDER_CONFIGS
+# $EXPLORE_ORDER_CONFIGS and $EXPLORE_ORDER_LIST ("swizzle,raster ...") replace them (in main).
+# Our own kernel ignores both settings: it walks groups of 8 row blocks (RESULTS.md run 13c
+# measured other orders for it).
 CONFIGS_H = Path(__file__).resolve().parent.parent / "kernels/gemm/gemm_cuda/gemm_sm90_configs.h"
 
 
@@ -361,7 +355,12 @@ def main() -> None:
     ]
     configs = os.environ.get("EXPLORE_CONFIGS", "").split() or sm90_configs()
     configs = configs if args.explore else []
-    order_configs = ORDER_CONFIGS if os.environ.get("EXPLORE_ORDERS", "1") != "0" else []
+    order_configs = os.environ.get("EXPLORE_ORDER_CONFIGS", "").split() or ORDER_CONFIGS
+    order_configs = order_configs if os.environ.get("EXPLORE_ORDERS", "1") != "0" else []
+    order_list = os.environ.get("EXPLORE_ORDER_LIST", "").split()
+    tile_orders = [
+        (item, int(item.split(",")[0]), int(item.split(",")[1])) for item in order_list
+    ] or ORDERS
     explore = [
         header,
         "",
@@ -372,7 +371,7 @@ def main() -> None:
         "| M x N x K | " + " | ".join(configs) + " | bf16 fill of out |",
         "|---" * (len(configs) + 2) + "|",
     ]
-    order_names = [f"{c} {o[0]}" for c in order_configs for o in ORDERS]
+    order_names = [f"{c} {o[0]}" for c in order_configs for o in tile_orders]
     orders = [
         "",
         "TFLOP/s per tile order (GEMM_SM90_SWIZZLE, GEMM_SM90_RASTER) and configuration, replayed"
@@ -496,7 +495,7 @@ def main() -> None:
         if configs and order_configs:
             cells = []
             for config in order_configs:
-                for _, swizzle, raster in ORDERS:
+                for _, swizzle, raster in tile_orders:
                     with (
                         Env("GEMM_SM90_CONFIG", None if config == "default" else config),
                         Env("GEMM_SM90_SWIZZLE", str(swizzle)),

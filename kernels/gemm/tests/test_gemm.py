@@ -32,6 +32,22 @@ def device() -> str:
     return _device()
 
 
+def use_cuda_kernel(kernel: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Points the op at one of the CUDA build's kernels: "default" (what the dispatch table
+    picks), "mma" (GEMM_CUDA_KERNEL) or a configuration of gemm_sm90_configs.h (GEMM_SM90_CONFIG,
+    sm_90a only); skips where that kernel is not there."""
+    if kernel == "default":
+        return
+    if gemm.backend != "cuda":
+        pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
+    if kernel == "mma":
+        monkeypatch.setenv("GEMM_CUDA_KERNEL", "mma")
+    elif torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip(f"{kernel} is an sm_90a (H100/H200) kernel")
+    else:
+        monkeypatch.setenv("GEMM_SM90_CONFIG", kernel)
+
+
 def supported(fp8: torch.dtype) -> bool:
     # NVIDIA GPUs take only the OCP format; the CPU and ROCm paths take both.
     return not (gemm.backend == "cuda" and fp8 == torch.float8_e4m3fnuz)
@@ -203,15 +219,7 @@ def test_m_at_the_limit_runs_on_the_gpu(device: str, kernel: str, monkeypatch: p
     kernel (before, the HIP launcher refused the last 64 sizes the binding let through)."""
     if device == "cpu":
         pytest.skip("M = 4194240 takes seconds on the CPU; the limit is about the GPU grids")
-    if kernel != "default":
-        if gemm.backend != "cuda":
-            pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
-        if kernel == "mma":
-            monkeypatch.setenv("GEMM_CUDA_KERNEL", "mma")
-        elif torch.cuda.get_device_capability() != (9, 0):
-            pytest.skip(f"{kernel} is an sm_90a (H100/H200) kernel")
-        else:
-            monkeypatch.setenv("GEMM_SM90_CONFIG", kernel)
+    use_cuda_kernel(kernel, monkeypatch)
     fp8 = torch.float8_e4m3fn if gemm.backend == "cuda" else torch.float8_e4m3fnuz
     a, b, sa, sb = make_inputs(MAX_M, 128, 128, fp8, device, seed=6)
     out = gemm.gemm(a, b, sa, sb)
@@ -226,10 +234,7 @@ def test_infinite_scales_follow_the_block_sum_definition(
 ):
     """Scales multiply each 128-wide block's partial sum (gemm.reference): an infinite scale turns
     a finite block sum into +-inf, a zero block sum into NaN; the same on every backend."""
-    if kernel == "mma":
-        if gemm.backend != "cuda":
-            pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
-        monkeypatch.setenv("GEMM_CUDA_KERNEL", "mma")
+    use_cuda_kernel(kernel, monkeypatch)
     fp8 = torch.float8_e4m3fn
     a, b, sa, sb = (t.cpu() for t in make_inputs(8, 384, 384, fp8, device, seed=7))
     a_bytes = a.view(torch.uint8)
@@ -334,14 +339,9 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
     "own_128x192" (and "_d2", its double-buffered output) and "own_128x96" our TMA + wgmma kernel:
     its 192- and 96-column tiles straddle b's 128-column scale blocks and overhang N at most of
     these N."""
-    if gemm.backend != "cuda":
+    if gemm.backend != "cuda":  # "default" too: the shapes are about the CUDA kernels' tiles
         pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
-    if kernel == "mma":
-        monkeypatch.setenv("GEMM_CUDA_KERNEL", "mma")
-    elif kernel != "default":
-        if torch.cuda.get_device_capability() != (9, 0):
-            pytest.skip(f"{kernel} is an sm_90a (H100/H200) kernel")
-        monkeypatch.setenv("GEMM_SM90_CONFIG", kernel)
+    use_cuda_kernel(kernel, monkeypatch)
     g = torch.Generator().manual_seed(20261122)
     for _ in range(12):
         m = int(torch.randint(1, 2000, (1,), generator=g))
@@ -364,11 +364,7 @@ def test_own_kernels_with_several_tiles_per_sm(
     one wave), K up to past its pipeline's stages: the stage ring and its barrier phases carry
     over from tile to tile. A ping-pong variant tried in the sixth session (RESULTS.md run 13)
     passed the random shapes and crashed at such a shape (1024 x 7168 x 512) in the benchmark."""
-    if gemm.backend != "cuda":
-        pytest.skip("GEMM_SM90_CONFIG chooses between the CUDA build's kernels")
-    if device != "cuda" or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip(f"{kernel} is an sm_90a (H100/H200) kernel")
-    monkeypatch.setenv("GEMM_SM90_CONFIG", kernel)
+    use_cuda_kernel(kernel, monkeypatch)
     a, b, a_scale, b_scale = make_inputs(m, n, k, torch.float8_e4m3fn, device, seed=m + n + k)
     out = gemm.gemm(a, b, a_scale, b_scale)
     ref = reference(a.cpu(), b.cpu(), a_scale.cpu(), b_scale.cpu())
