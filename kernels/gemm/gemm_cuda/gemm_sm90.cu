@@ -75,13 +75,16 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   const int64_t tiles = (m + 127) / 128 * (n / 128);  // 128 x 128 tiles
   *order = Sm90Order{1, 0};
   // Short K (1 to 6 k-blocks): each tile's epilogue (writing its bf16 rows) is as long as its
-  // mainloop. Few tiles: CUTLASS's ping-pong overlaps one warpgroup's epilogue with the other's
-  // mainloop, 363-367 vs 307-321 (ours) at 1024 x 7168 x 256, 554-561 vs 477-493 at K = 512.
-  // Four waves or more: our own kernel's 192-wide tiles with two output buffers per warpgroup
-  // (the next tile's rows are staged while the TMA still stores the last one's), 583 vs 544 at
-  // 6144 x 7168 x 256, 799 vs 724 at K = 512, 535 vs 503 at 4096 x 7168 x 256 (graph replays).
+  // mainloop, and since our own kernel writes them with stmatrix it wins (RESULTS.md run 14;
+  // graph replays, TFLOP/s). Four waves or more: its 192-wide tiles, one output buffer: 598 vs
+  // 580 for the two-buffer ones with the old epilogue (the choice through run 13) at
+  // 6144 x 7168 x 256, 936 vs 775 at K = 512; 803 vs 761 (two buffers) at 2048 x 7168 x 512.
+  // Fewer: its 96-wide tiles, against CUTLASS's 64 x 128 ping-pong (the choice through run 13):
+  // 395 vs 369 at 1024 x 7168 x 256, 588 vs 551 at K = 512, 278 vs 269 at 512 x 7168 x 256,
+  // 122 vs 108 at 128 x 7168 x 256. The one shape measured where another was ahead:
+  // 256 x 7168 x 512, 262 vs 287 for CUTLASS's 128 x 128 (ping-pong 264).
   if (k <= 768)
-    return index_of(tiles >= 4 * int64_t{sm_count} ? "own_128x192_d2" : "pingpong_64x128_c1x1");
+    return index_of(tiles >= 4 * int64_t{sm_count} ? "own_128x192" : "own_128x96");
   // Long K: the mainloop dominates; what is left to choose is how the tiles fill the SMs' waves.
   // Graph replays, TFLOP/s (RESULTS.md run 11; "full": the share of the waves' SM slots that
   // hold a tile, tiles / (waves x SMs)):

@@ -43,6 +43,11 @@ constexpr int kBlockK = 128;           // one a/b scale per 128 K; also 128 byte
 constexpr int kScaleBlockN = 128;      // b scales cover 128 columns
 constexpr int kNumThreads = 384;       // producer warpgroup + 2 math warpgroups
 constexpr int kSmemCapacity = 232448;  // H100 opt-in dynamic shared memory per block
+// The TMA loads' L2 cache policy (.L2::cache_hint): createpolicy's encoding of evict_normal, the
+// value of CuTe's TMA::CacheHintSm90::EVICT_NORMAL. Through run 13 the kernel passed 0, which
+// encodes no documented policy; RESULTS.md run 14 timed 0, evict_normal, and evict_last for B,
+// within the noise of one another.
+constexpr uint64_t kEvictNormal = 0x1000000000000000ull;
 constexpr int kGroupM = 8;             // tiles are walked in groups of 8 row blocks (L2 reuse)
 
 // The wgmma atom 64 x N x 32 (e4m3 x e4m3 -> f32, both operands K-major in shared memory).
@@ -58,8 +63,10 @@ struct Wgmma<96> {
 };
 
 // kDBufs: output staging buffers per math warpgroup. With two, a tile's bf16 rows go into one
-// while the TMA still reads the previous tile's from the other: what short K needs, where a tile's
-// mainloop is too short to hide its stores; it costs a pipeline stage of shared memory.
+// while the TMA still reads the previous tile's from the other, for short K, where a tile's
+// mainloop is too short to hide its stores; it costs a pipeline stage of shared memory. Since the
+// epilogue writes with stmatrix (RESULTS.md run 14), one buffer is as fast or faster at every
+// shape measured, and the table no longer takes two.
 template <int BN, int kDBufs_ = 1>
 struct TileConfig {
   static constexpr int kBlockN = BN;
@@ -257,26 +264,37 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   }
 
   // Epilogue: bf16 into this warpgroup's swizzled buffer d_buf, then TMA stores. The buffer is
-  // free once the stores that last read it (kDBufs tiles ago) are done. The 16-byte chunk (column / 8) of a row is
-  // XORed with the row's position in its swizzle atom, as the TMA expects; the 8 rows a warp
-  // writes at once then hit 8 different chunks, so the 4-byte stores are free of bank conflicts.
+  // free once the stores that last read it (kDBufs tiles ago) are done. stmatrix writes four
+  // 8 x 8 bf16 matrices per instruction: a thread's values 4*j .. 4*j + 7 are exactly its parts
+  // of the warp's rows 0-7 and 8-15 in column chunks j and j + 1 (8 columns = 16 bytes each), and
+  // lane l names the row l % 16 of chunk j + l / 16. Each 16-byte chunk of a row is XORed with the
+  // row's position in its swizzle atom, as the TMA expects, so the 8 rows of one matrix land in 8
+  // different bank groups.
   constexpr int kCols = Cfg::kStoreCols;
   constexpr int kSwizzleMask = Cfg::kStoreSwizzleBytes / 16 - 1;
   constexpr int kBoxBytes = 64 * kCols * 2;
+  static_assert(kAcc % 8 == 0, "chunks go to stmatrix in pairs");
   uint8_t* d_smem = smem + Cfg::kOffD + (wg * Cfg::kDBufs + d_buf) * Cfg::kSmemDPerWg;
+  const uint32_t d_addr = cute::cast_smem_ptr_to_uint(d_smem);
+  const int st_row = warp * 16 + lane % 16;
   if (tid == 0) cute::tma_store_wait<Cfg::kDBufs - 1>();
   warpgroup_barrier(wg);
 #pragma unroll
-  for (int j = 0; j < kAcc / 4; ++j) {
-    const int col = j * 8 + 2 * (lane % 4);
+  for (int j = 0; j < kAcc / 4; j += 2) {
+    const int col = (j + lane / 16) * 8;
+    uint32_t off = (col / kCols) * kBoxBytes + st_row * (kCols * 2) + (col % kCols) * 2;
+    off ^= ((off >> 7) & kSwizzleMask) << 4;
+    uint32_t packed[4];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 8 * h;
-      uint32_t off = (col / kCols) * kBoxBytes + row * (kCols * 2) + (col % kCols) * 2;
-      off ^= ((off >> 7) & kSwizzleMask) << 4;
-      *reinterpret_cast<__nv_bfloat162*>(d_smem + off) =
-          __floats2bfloat162_rn(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    for (int q = 0; q < 4; ++q) {
+      const __nv_bfloat162 two = __floats2bfloat162_rn(acc[4 * j + 2 * q], acc[4 * j + 2 * q + 1]);
+      packed[q] = *reinterpret_cast<const uint32_t*>(&two);
     }
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+                 :
+                 : "r"(d_addr + off), "r"(packed[0]), "r"(packed[1]), "r"(packed[2]),
+                   "r"(packed[3])
+                 : "memory");
   }
   cute::tma_store_fence();  // make the generic-proxy writes visible to the TMA (async proxy)
   warpgroup_barrier(wg);
@@ -367,11 +385,11 @@ __global__ void __launch_bounds__(kNumThreads, 1)
           full[stage].arrive_and_expect_tx(kStageBytes);
           uint64_t* bar = reinterpret_cast<uint64_t*>(&full[stage]);
           float* scales = reinterpret_cast<float*>(smem + Cfg::kOffScales + stage * Cfg::kSmemScales);
-          cute::SM90_TMA_LOAD_2D::copy(&tmap_a, bar, 0, smem + stage * Cfg::kSmemA, kb * kBlockK,
-                                       m0);
-          cute::SM90_TMA_LOAD_2D::copy(&tmap_b, bar, 0, smem + Cfg::kOffB + stage * Cfg::kSmemB,
-                                       kb * kBlockK, n0);
-          cute::SM90_TMA_LOAD_2D::copy(&tmap_sfa, bar, 0, scales, m0, kb);
+          cute::SM90_TMA_LOAD_2D::copy(&tmap_a, bar, kEvictNormal, smem + stage * Cfg::kSmemA,
+                                       kb * kBlockK, m0);
+          cute::SM90_TMA_LOAD_2D::copy(&tmap_b, bar, kEvictNormal,
+                                       smem + Cfg::kOffB + stage * Cfg::kSmemB, kb * kBlockK, n0);
+          cute::SM90_TMA_LOAD_2D::copy(&tmap_sfa, bar, kEvictNormal, scales, m0, kb);
           advance<Cfg::kStages>(stage, phase);
         }
       }
