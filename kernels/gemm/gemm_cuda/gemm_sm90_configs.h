@@ -42,8 +42,10 @@ struct Problem {
   X(pingpong_64x128_c2x1)            \
   X(pingpong_64x128_c1x2)            \
   X(own_128x192)                     \
+  X(own_128x192_shortk)              \
   X(own_128x192_d2)                  \
-  X(own_128x96)
+  X(own_128x96)                      \
+  X(own_128x96_shortk)
 
 #define GEMM_SM90_DECLARE(NAME)                                       \
   size_t workspace_bytes_##NAME(const Problem& p);                    \

@@ -1,5 +1,7 @@
 // 128 x 96 tiles of our own kernel (gemm_sm90_own_kernel.cuh): one wave at 1024 x 1536, the tile
-// DeepGEMM chooses there; 7 pipeline stages fit beside the output buffers.
+// DeepGEMM chooses there; 7 pipeline stages fit beside the output buffers. own_128x96 (k-block
+// loops unrolled by turns of the ring) for long K, own_128x96_shortk (not unrolled) for short K.
 #include "gemm_sm90_own_launch.cuh"
 
-GEMM_SM90_DEFINE_OWN_CONFIG(own_128x96, 96, 1)
+GEMM_SM90_DEFINE_OWN_CONFIG(own_128x96, 96, 1, true)
+GEMM_SM90_DEFINE_OWN_CONFIG(own_128x96_shortk, 96, 1, false)

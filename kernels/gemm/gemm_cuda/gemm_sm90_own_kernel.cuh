@@ -67,10 +67,12 @@ struct Wgmma<96> {
 // mainloop is too short to hide its stores; it costs a pipeline stage of shared memory. Since the
 // epilogue writes with stmatrix (RESULTS.md run 14), one buffer is as fast or faster at every
 // shape measured, and the table no longer takes two.
-template <int BN, int kDBufs_ = 1>
+// kTurns: the k-block loops unrolled by turns of the ring (for_each_k_block), for long K.
+template <int BN, int kDBufs_, bool kTurns_>
 struct TileConfig {
   static constexpr int kBlockN = BN;
   static constexpr int kDBufs = kDBufs_;
+  static constexpr bool kTurns = kTurns_;
   static constexpr int kAccum = BN / 2;  // fp32 values per thread of a 64 x BN wgmma result
   // Output store: TMA boxes of 64 rows x kStoreCols columns, swizzled to the box's row width.
   static constexpr int kStoreCols = BN % 64 == 0 ? 64 : (BN % 32 == 0 ? 32 : 16);
@@ -136,6 +138,36 @@ template <int kStages>
 __device__ __forceinline__ void advance(int& stage, uint32_t& phase) {
   stage = stage + 1 == kStages ? 0 : stage + 1;
   phase ^= stage == 0;
+}
+
+// Runs body(stage, phase, kb) for the next num k blocks of the ring, starting at (stage, phase),
+// and leaves both where the next tile starts. kTurns: whole turns of the ring (from stage 0) are
+// unrolled, so that the stage is a compile-time constant in them and its barrier, tile and scale
+// addresses fold into immediates; only the k blocks before the ring's next stage 0 and after the
+// last whole turn run with the stage at run time. At K = 2048 to 7168 that is 3-8 % where the
+// table takes these tiles, about what DeepGEMM's JIT gets from compiling K in; at K = 256 to 512,
+// where a tile is a few k blocks, it costs 3-15 %, and for 96-wide tiles it lost up to K = 1536
+// even where the unrolled code did not run (a larger kernel): hence configurations of both kinds,
+// the table's choice from K = 2048 (RESULTS.md run 14).
+template <int kStages, bool kTurns, class Body>
+__device__ __forceinline__ void for_each_k_block(int num, int& stage, uint32_t& phase,
+                                                 Body&& body) {
+  int kb = 0;
+  if constexpr (kTurns) {
+    for (; kb < num && stage != 0; ++kb) {
+      body(stage, phase, kb);
+      advance<kStages>(stage, phase);
+    }
+    for (; kb + kStages <= num; kb += kStages) {
+#pragma unroll
+      for (int s = 0; s < kStages; ++s) body(s, phase, kb + s);
+      phase ^= 1;
+    }
+  }
+  for (; kb < num; ++kb) {
+    body(stage, phase, kb);
+    advance<kStages>(stage, phase);
+  }
 }
 
 // wgmma shared-memory descriptor of a K-major tile stored with the 128-byte swizzle (8 rows x 128
@@ -207,7 +239,7 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   const uint64_t desc_a_hi = desc_a0 & ~uint64_t{0xffffffffu};
   const uint64_t desc_b_hi = desc_b0 & ~uint64_t{0xffffffffu};
 
-  for (int kb = 0; kb < num_k_blocks; ++kb) {
+  auto k_block = [&](int stage, uint32_t phase, int) {
     mbarrier_wait(full0 + stage * 8, phase);
     const uint32_t desc_a_lo = desc_a0_lo + stage * (Cfg::kSmemA >> 4);
     const uint32_t desc_b_lo = desc_b0_lo + stage * (Cfg::kSmemB >> 4);
@@ -260,8 +292,8 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
       acc[4 * j + 2] += (lo ? s10 : s11) * tmp[4 * j + 2];
       acc[4 * j + 3] += (lo ? s10 : s11) * tmp[4 * j + 3];
     }
-    advance<Cfg::kStages>(stage, phase);
-  }
+  };
+  for_each_k_block<Cfg::kStages, Cfg::kTurns>(num_k_blocks, stage, phase, k_block);
 
   // Epilogue: bf16 into this warpgroup's swizzled buffer d_buf, then TMA stores. The buffer is
   // free once the stores that last read it (kDBufs tiles ago) are done. stmatrix writes four
@@ -380,7 +412,8 @@ __global__ void __launch_bounds__(kNumThreads, 1)
         int m_blk, n_blk;
         tile_coords(p, tile, m_blk, n_blk);
         const int m0 = m_blk * kBlockM, n0 = n_blk * Cfg::kBlockN;
-        for (int kb = 0; kb < num_k_blocks; ++kb) {
+        for_each_k_block<Cfg::kStages, Cfg::kTurns>(num_k_blocks, stage, phase,
+                                       [&](int stage, uint32_t phase, int kb) {
           empty[stage].wait(phase ^ 1);
           full[stage].arrive_and_expect_tx(kStageBytes);
           uint64_t* bar = reinterpret_cast<uint64_t*>(&full[stage]);
@@ -390,8 +423,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
           cute::SM90_TMA_LOAD_2D::copy(&tmap_b, bar, kEvictNormal,
                                        smem + Cfg::kOffB + stage * Cfg::kSmemB, kb * kBlockK, n0);
           cute::SM90_TMA_LOAD_2D::copy(&tmap_sfa, bar, kEvictNormal, scales, m0, kb);
-          advance<Cfg::kStages>(stage, phase);
-        }
+        });
       }
     } else if (warp == 1) {
       // Warp 1: the k blocks' two b scales (a tile straddles at most two scale blocks), plain

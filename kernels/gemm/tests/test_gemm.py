@@ -13,7 +13,13 @@ from gemm.reference import gemm_reference as reference
 
 FP8_FORMATS = [torch.float8_e4m3fnuz, torch.float8_e4m3fn]
 # Our own sm_90a kernel's configurations (gemm_sm90_configs.h), each tested by name.
-OWN_KERNELS = ["own_128x192", "own_128x192_d2", "own_128x96"]
+OWN_KERNELS = [
+    "own_128x192",
+    "own_128x192_shortk",
+    "own_128x192_d2",
+    "own_128x96",
+    "own_128x96_shortk",
+]
 
 
 def _device() -> str:
@@ -336,7 +342,8 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
     device: str, kernel: str, monkeypatch: pytest.MonkeyPatch
 ):
     """On an H100 "default" is what the dispatch table picks, "mma" our mma.sync kernel,
-    "own_128x192" (and "_d2", its double-buffered output) and "own_128x96" our TMA + wgmma kernel:
+    "own_128x192" (and "_d2", its double-buffered output) and "own_128x96" (each also "_shortk",
+    its k-block loops not unrolled) our TMA + wgmma kernel:
     its 192- and 96-column tiles straddle b's 128-column scale blocks and overhang N at most of
     these N."""
     if gemm.backend != "cuda":  # "default" too: the shapes are about the CUDA kernels' tiles
