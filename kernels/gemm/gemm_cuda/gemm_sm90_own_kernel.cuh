@@ -239,6 +239,8 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   const uint64_t desc_a_hi = desc_a0 & ~uint64_t{0xffffffffu};
   const uint64_t desc_b_hi = desc_b0 & ~uint64_t{0xffffffffu};
 
+  // One k block at the ring position for_each_k_block passes in (a compile-time constant stage
+  // inside whole turns); it shadows the running stage and phase on purpose.
   auto k_block = [&](int stage, uint32_t phase, int) {
     mbarrier_wait(full0 + stage * 8, phase);
     const uint32_t desc_a_lo = desc_a0_lo + stage * (Cfg::kSmemA >> 4);
@@ -412,8 +414,9 @@ __global__ void __launch_bounds__(kNumThreads, 1)
         int m_blk, n_blk;
         tile_coords(p, tile, m_blk, n_blk);
         const int m0 = m_blk * kBlockM, n0 = n_blk * Cfg::kBlockN;
+        // The lambda's stage and phase are the ring position for_each_k_block passes in.
         for_each_k_block<Cfg::kStages, Cfg::kTurns>(num_k_blocks, stage, phase,
-                                       [&](int stage, uint32_t phase, int kb) {
+                                                    [&](int stage, uint32_t phase, int kb) {
           empty[stage].wait(phase ^ 1);
           full[stage].arrive_and_expect_tx(kStageBytes);
           uint64_t* bar = reinterpret_cast<uint64_t*>(&full[stage]);
