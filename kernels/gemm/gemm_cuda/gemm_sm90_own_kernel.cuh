@@ -432,7 +432,10 @@ __global__ void __launch_bounds__(kNumThreads, 1)
       // Warp 1: the k blocks' two b scales (a tile straddles at most two scale blocks), plain
       // loads, 32 k blocks at a time (lane i holds block kb0 + i), written into each stage by
       // lane 0 before its arrival, the stage's second (mbarrier arrive releases, the math warps'
-      // wait acquires). So the TMA issue above never waits for a load's latency.
+      // wait acquires). So the TMA issue above never waits for a load's latency. It walks the
+      // ring with a plain loop, not for_each_k_block: unrolled, its loads' addresses spilled out
+      // of the producer warpgroup's 40 registers (RESULTS.md run 14), and it is off the critical
+      // path.
       const int lane = threadIdx.x % 32;
       for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
         int m_blk, n_blk;
