@@ -83,16 +83,20 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // 395 vs 369 at 1024 x 7168 x 256, 588 vs 551 at K = 512, 278 vs 269 at 512 x 7168 x 256,
   // 122 vs 108 at 128 x 7168 x 256. The one shape measured where another was ahead:
   // 256 x 7168 x 512, 262 vs 287 for CUTLASS's 128 x 128 (ping-pong 264). The _shortk
-  // configurations: k-block loops not unrolled, 3-15 % faster here than the long-K ones.
+  // configurations: k-block loops not unrolled, 3-15 % faster here than the long-K ones, and
+  // launched with programmatic dependent launch, so that a call's set-up overlaps the end of the
+  // kernel before it: 1-13 % more at each of these shapes (RESULTS.md run 15b; 426 vs 392 at
+  // 1024 x 7168 x 256, 616 vs 580 at K = 512, 964 vs 925 at 6144 x 7168 x 512).
   if (k <= 768)
     return index_of(tiles >= 4 * int64_t{sm_count} ? "own_128x192_shortk" : "own_128x96_shortk");
   // Long K: the mainloop dominates; what is left to choose is how the tiles fill the SMs' waves.
   // Graph replays, TFLOP/s (RESULTS.md run 11; "full": the share of the waves' SM slots that
   // hold a tile, tiles / (waves x SMs); our own tiles have gained 3-8 % since, run 14). Our own
-  // kernel's loops unrolled by turns of the ring from K = 2048 (16 k blocks): 3-8 % there; below
-  // it, where run 14 measured, the loops without them were mostly ahead (896 vs 815 for 96-wide
-  // tiles at 1024 x 7168 x 1536, 869 vs 856 for 192-wide ones, but 993 vs 1032 at
-  // 6144 x 7168 x 1024).
+  // kernel's loops unrolled by turns of the ring: 3-8 % from K = 2048 (16 k blocks). Below it
+  // (RESULTS.md run 15a, K = 1024 to 1792): 192-wide tiles with them from K = 1280, 1140 vs 1103
+  // at 6144 x 4608 x 1280, 1174 vs 1101 at 6144 x 7168 x 1536, 1170 vs 1078 at K = 1792 (at
+  // K = 1024, 1046 vs 1061, and equal at 6144 x 1536); 96-wide ones without them below 2048,
+  // within 4 % either way (859 vs 824 at 6144 x 1536 x 1024, 821 vs 850 at 2048 x 1536 x 1792).
   // - Our 128 x 192 tiles where their waves are full or many: the most math per operand byte.
   //   1222 vs 1079 (own 128 x 96) vs 960 (stream-K) at 2048 x 1536 x 7168 (128 tiles, 97 % full);
   //   1219 at 6144 x 1536, 1100-1173 at 6144 x 4608 vs 960-1005 for the rest.
@@ -103,14 +107,13 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
     return static_cast<double>(tiles_n) / static_cast<double>((tiles_n + sms - 1) / sms * sms);
   };
   const int64_t tiles192 = count(192), tiles96 = count(96);
-  const bool turns = k >= 2048;
   if (tiles192 >= 4 * sms || full(tiles192) >= 0.9)
-    return index_of(turns ? "own_128x192" : "own_128x192_shortk");
+    return index_of(k > 1024 ? "own_128x192" : "own_128x192_shortk");
   // - Our 128 x 96 tiles where they fit in one wave, or fill their last one: 993-1021 vs 928-953
   //   (CUTLASS cooperative 128 x 128) at 1024 x 1536 x 7168 (128 tiles), 138 vs 125 at 128 x 1536
   //   (16 tiles), 1073-1097 vs 957-966 (1075 stream-K) at 1024 x 4608 (384 tiles, 97 % full).
   if (tiles96 <= sms || full(tiles96) >= 0.95)
-    return index_of(turns ? "own_128x96" : "own_128x96_shortk");
+    return index_of(k >= 2048 ? "own_128x96" : "own_128x96_shortk");
   // - Otherwise CUTLASS's 128 x 128 tiles, data-parallel (1024 x 2048: 128 tiles, where 96s and
   //   192s are two-thirds full). Stream-K, which splits K so that every SM gets the same work,
   //   lost at every shape measured that reaches this rule: 1057 vs 1101 at 512 x 7168 x 7168,

@@ -395,6 +395,14 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     cute::prefetch_tma_descriptor(&tmap_d);
   }
   __syncthreads();
+  // Programmatic dependent launch (when the launch allows it, gemm_sm90_own_launch.cuh): the
+  // set-up above may overlap the previous kernel in the stream; nothing below touches global
+  // memory before that kernel has completed and its writes are visible (our inputs may be its
+  // outputs, and it may still read what we are about to overwrite). Then the next kernel may be
+  // scheduled: its CTAs take the SMs ours leave, and do their own set-up during our last tiles.
+  // Without the launch attribute both instructions do nothing.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   const int num_k_blocks = p.k / kBlockK;
   int stage = 0;

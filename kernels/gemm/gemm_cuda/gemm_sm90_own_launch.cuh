@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include <cuda.h>
-#include <cuda_runtime_api.h>
+#include <cuda_runtime.h>  // cudaLaunchKernelEx
 
 #include "device.h"
 #include "gemm_sm90_configs.h"
@@ -46,8 +46,11 @@ inline cudaError_t encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, con
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// pdl: launch with programmatic stream serialization, so that the kernel's set-up overlaps the
+// end of the previous kernel in the stream (the kernel waits for that kernel's completion before
+// it touches global memory: griddepcontrol in gemm_kernel).
 template <class Cfg>
-cudaError_t run(const Problem& p, cudaStream_t stream) {
+cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
   constexpr CUtensorMapSwizzle kStoreSwizzle = Cfg::kStoreSwizzleBytes == 128
                                                    ? CU_TENSOR_MAP_SWIZZLE_128B
                                                : Cfg::kStoreSwizzleBytes == 64
@@ -89,20 +92,28 @@ cudaError_t run(const Problem& p, cudaStream_t stream) {
     return err;
   // Persistent: one CTA per SM (its shared memory allows no more), or one per tile.
   const int grid = params.num_tiles < p.sm_count ? params.num_tiles : p.sm_count;
-  gemm_kernel<Cfg><<<grid, kNumThreads, Cfg::kSmemBytes, stream>>>(tmap_a, tmap_b, tmap_sfa,
-                                                                     tmap_d, params);
-  return cudaGetLastError();
+  cudaLaunchAttribute serialization{};
+  serialization.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  serialization.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t launch{};
+  launch.gridDim = dim3(static_cast<unsigned>(grid));
+  launch.blockDim = dim3(kNumThreads);
+  launch.dynamicSmemBytes = Cfg::kSmemBytes;
+  launch.stream = stream;
+  launch.attrs = &serialization;
+  launch.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&launch, gemm_kernel<Cfg>, tmap_a, tmap_b, tmap_sfa, tmap_d, params);
 }
 
 }  // namespace fp8gemm::sm90_own_launch
 
 // Defines configuration NAME of gemm_sm90_configs.h as our own kernel with
-// TileConfig<__VA_ARGS__> (it needs no workspace), as GEMM_SM90_DEFINE_CONFIG
-// (gemm_sm90_kernel.cuh) does for CUTLASS's.
-#define GEMM_SM90_DEFINE_OWN_CONFIG(NAME, ...)                                          \
+// TileConfig<__VA_ARGS__> (it needs no workspace), launched with programmatic dependent launch if
+// PDL, as GEMM_SM90_DEFINE_CONFIG (gemm_sm90_kernel.cuh) does for CUTLASS's.
+#define GEMM_SM90_DEFINE_OWN_CONFIG(NAME, PDL, ...)                                     \
   namespace fp8gemm::sm90 {                                                             \
   size_t workspace_bytes_##NAME(const Problem&) { return 0; }                           \
   cudaError_t run_##NAME(const Problem& p, void*, cudaStream_t stream) {                \
-    return sm90_own_launch::run<sm90_own::TileConfig<__VA_ARGS__>>(p, stream);          \
+    return sm90_own_launch::run<sm90_own::TileConfig<__VA_ARGS__>>(p, stream, PDL);     \
   }                                                                                     \
   }

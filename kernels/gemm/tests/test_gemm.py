@@ -343,9 +343,9 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
 ):
     """On an H100 "default" is what the dispatch table picks, "mma" our mma.sync kernel,
     "own_128x192" (and "_d2", its double-buffered output) and "own_128x96" (each also "_shortk",
-    its k-block loops not unrolled) our TMA + wgmma kernel:
-    its 192- and 96-column tiles straddle b's 128-column scale blocks and overhang N at most of
-    these N."""
+    its k-block loops not unrolled, launched with programmatic dependent launch) our TMA + wgmma
+    kernel: its 192- and 96-column tiles straddle b's 128-column scale blocks and overhang N at
+    most of these N."""
     if gemm.backend != "cuda":  # "default" too: the shapes are about the CUDA kernels' tiles
         pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
     use_cuda_kernel(kernel, monkeypatch)
@@ -376,6 +376,43 @@ def test_own_kernels_with_several_tiles_per_sm(
     out = gemm.gemm(a, b, a_scale, b_scale)
     ref = reference(a.cpu(), b.cpu(), a_scale.cpu(), b_scale.cpu())
     assert relative_error(out.cpu(), ref) < 1e-2, (kernel, m, n, k)
+
+
+@pytest.mark.parametrize("kernel", ["default", "own_128x192_shortk", "own_128x96_shortk"])
+def test_back_to_back_calls_wait_for_the_kernels_before_them(
+    device: str, kernel: str, monkeypatch: pytest.MonkeyPatch
+):
+    """The short-K configurations launch with programmatic dependent launch: a call's CTAs may
+    start while the kernel before it in the stream is still finishing, and must not touch memory
+    until it is done (griddepcontrol.wait). Here, with no synchronization in between, each call
+    reads an `a` that torch's kernels compute from the previous call's output just before it, and
+    the last two calls write the same output; every result is checked afterwards."""
+    if device != "cuda" or gemm.backend != "cuda":
+        pytest.skip("programmatic dependent launch: the CUDA build on a CUDA device")
+    use_cuda_kernel(kernel, monkeypatch)
+    m, n, k = 512, 7168, 256  # the table's short-K rule; 2-3 tiles per SM
+    fp8 = torch.float8_e4m3fn
+    a, b, a_scale, b_scale = make_inputs(m, n, k, fp8, device, seed=77)
+    steps = [(a, gemm.gemm(a, b, a_scale, b_scale))]
+    for _ in range(4):
+        previous = steps[-1][1][:, :k].float()
+        a = (previous * (200 / previous.abs().amax().clamp_min(1))).to(fp8)
+        steps.append((a, gemm.gemm(a, b, a_scale, b_scale)))
+    shared = torch.empty(m, n, dtype=torch.bfloat16, device=device)
+    other = make_inputs(m, n, k, fp8, device, seed=78)
+    gemm.gemm(*other, out=shared)
+    gemm.gemm(a, b, a_scale, b_scale, out=shared)
+    torch.cuda.synchronize()
+
+    b, a_scale, b_scale = b.cpu(), a_scale.cpu(), b_scale.cpu()
+    for i, (a_i, out_i) in enumerate(steps):
+        if i > 0:  # the input torch derived from the call before, recomputed here
+            previous = steps[i - 1][1].cpu()[:, :k].float()
+            expected_a = (previous * (200 / previous.abs().amax().clamp_min(1))).to(fp8)
+            assert torch.equal(a_i.cpu().view(torch.uint8), expected_a.view(torch.uint8)), i
+        ref = reference(a_i.cpu(), b, a_scale, b_scale)
+        assert relative_error(out_i.cpu(), ref) < 1e-2, (kernel, i)
+    assert torch.equal(shared.cpu(), steps[-1][1].cpu()), kernel
 
 
 @pytest.mark.parametrize(
