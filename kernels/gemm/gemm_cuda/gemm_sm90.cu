@@ -103,12 +103,23 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   const int64_t m_blocks = (m + 127) / 128;
   const int64_t sms = sm_count;
   auto count = [&](int64_t tile_n) { return m_blocks * ((n + tile_n - 1) / tile_n); };
+  auto waves = [&](int64_t tiles_n) { return (tiles_n + sms - 1) / sms; };
   auto full = [&](int64_t tiles_n) {
-    return static_cast<double>(tiles_n) / static_cast<double>((tiles_n + sms - 1) / sms * sms);
+    return static_cast<double>(tiles_n) / static_cast<double>(waves(tiles_n) * sms);
   };
   const int64_t tiles192 = count(192), tiles96 = count(96);
-  if (tiles192 >= 4 * sms || full(tiles192) >= 0.9)
-    return index_of(k > 1024 ? "own_128x192" : "own_128x192_shortk");
+  // - Among those, our 128 x 256 tiles (K > 1024) where their waves hold no more columns than the
+  //   192-wide ones': a wave of either takes as long per column, so fewer or fuller waves win
+  //   (RESULTS.md run 15f). 1258 vs 1154 at 4096 x 4096 x 7168 (4 waves of 256 against 6 of
+  //   192), 1198 vs 1119 at 4096 x 7168 x 7168 (7 against 10), 1245 vs 1112 at K = 16384,
+  //   1084 vs 1026 at 4096 x 24576 x 1536 (equal), 1194 vs 1122 at 8192 x 7168 x 7168; 192-wide
+  //   where theirs hold fewer: 1251 vs 1142 at 2048 x 7168 x 7168, 1205 vs 1084 at
+  //   6144 x 7168 x 2048, 1309 vs 938 at 6144 x 1536 x 7168, equal at 6144 x 4608 x 7168.
+  if (tiles192 >= 4 * sms || full(tiles192) >= 0.9) {
+    if (k <= 1024) return index_of("own_128x192_shortk");
+    return index_of(waves(count(256)) * 256 <= waves(tiles192) * 192 ? "own_128x256"
+                                                                      : "own_128x192");
+  }
   // - Our 128 x 96 tiles where they fit in one wave, or fill their last one: 993-1021 vs 928-953
   //   (CUTLASS cooperative 128 x 128) at 1024 x 1536 x 7168 (128 tiles), 138 vs 125 at 128 x 1536
   //   (16 tiles), 1073-1097 vs 957-966 (1075 stream-K) at 1024 x 4608 (384 tiles, 97 % full).

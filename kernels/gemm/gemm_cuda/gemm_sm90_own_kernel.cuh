@@ -58,6 +58,10 @@ struct Wgmma<192> {
   using Op = cute::SM90::GMMA::MMA_64x192x32_F32E4M3E4M3_SS_TN<>;
 };
 template <>
+struct Wgmma<128> {
+  using Op = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
+};
+template <>
 struct Wgmma<96> {
   using Op = cute::SM90::GMMA::MMA_64x96x32_F32E4M3E4M3_SS_TN<>;
 };
@@ -68,12 +72,19 @@ struct Wgmma<96> {
 // epilogue writes with stmatrix (RESULTS.md run 14), one buffer is as fast or faster at every
 // shape measured, and the table no longer takes two.
 // kTurns: the k-block loops unrolled by turns of the ring (for_each_k_block), for long K.
-template <int BN, int kDBufs_, bool kTurns_>
+// kWaveN: the tile's columns are computed kWaveN at a time (BN / kWaveN "waves" per k block, one
+// wgmma result in registers at a time, each promoted into its own accumulator), so that a tile
+// wider than the registers hold twice (BN = 256: 2 x 64 + 128 accumulator values per thread
+// would not fit) uses the same registers as one of 192 columns: 128 accumulator values and a
+// 64-value result.
+template <int BN, int kDBufs_, bool kTurns_, int kWaveN_ = BN>
 struct TileConfig {
   static constexpr int kBlockN = BN;
   static constexpr int kDBufs = kDBufs_;
   static constexpr bool kTurns = kTurns_;
-  static constexpr int kAccum = BN / 2;  // fp32 values per thread of a 64 x BN wgmma result
+  static constexpr int kWaveN = kWaveN_;
+  static constexpr int kWaves = BN / kWaveN;
+  static constexpr int kAccum = kWaveN / 2;  // fp32 values per thread of a 64 x kWaveN result
   // Output store: TMA boxes of 64 rows x kStoreCols columns, swizzled to the box's row width.
   static constexpr int kStoreCols = BN % 64 == 0 ? 64 : (BN % 32 == 0 ? 32 : 16);
   static constexpr int kStoreSwizzleBytes = kStoreCols * 2;
@@ -94,7 +105,7 @@ struct TileConfig {
   static constexpr int kOffBar = kOffScales + kStages * kSmemScales;
   static constexpr int kSmemBytes = kOffBar + 2 * kStages * 8;
 
-  static_assert(BN % 16 == 0 && BN <= 256, "wgmma N");
+  static_assert(kWaveN % 16 == 0 && kWaveN <= 256 && BN % kWaveN == 0, "wgmma N");
   static_assert(kDBufs == 1 || kDBufs == 2, "one or two output buffers");
   static_assert(kStages >= 3, "too few pipeline stages fit in shared memory");
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemDPerWg % 1024 == 0,
@@ -208,9 +219,10 @@ template <class Cfg, int kSplit>
 __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_blk, int n_blk,
                                           int wg, int& stage, uint32_t& phase, int d_buf,
                                           const CUtensorMap* tmap_d) {
-  using Op = typename Wgmma<Cfg::kBlockN>::Op;
+  using Op = typename Wgmma<Cfg::kWaveN>::Op;
   constexpr int BN = Cfg::kBlockN;
   constexpr int kAcc = Cfg::kAccum;
+  constexpr int kWaves = Cfg::kWaves;
   const int tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
   const int row0 = warp * 16 + lane / 4;  // this thread's rows of the 64-row atom: row0, row0 + 8
@@ -223,9 +235,9 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
       __shfl_sync(0xffffffffu, cute::cast_smem_ptr_to_uint(smem + Cfg::kOffScales), 0);
   const int num_k_blocks = p.k / kBlockK;
 
-  float acc[kAcc];
+  float acc[kWaves * kAcc];  // wave w's values at w * kAcc
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+  for (int i = 0; i < kWaves * kAcc; ++i) acc[i] = 0.f;
   float tmp[kAcc];
 
   // wgmma descriptors: only the low word (the start address, in 16-byte units) changes between
@@ -262,37 +274,45 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
                  : "memory");
 
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(tmp[i]);
-    cute::warpgroup_arrive();
+    for (int w = 0; w < kWaves; ++w) {
 #pragma unroll
-    for (int kk = 0; kk < kBlockK / 32; ++kk) {
-      // K step of 32 e4m3 = 32 bytes = 2 units of the descriptor's 16-byte address field.
-      wgmma_call<Op>(desc_a_hi | (desc_a_lo + 2 * kk), desc_b_hi | (desc_b_lo + 2 * kk), tmp,
-                     kk == 0 ? cute::SM90::GMMA::ScaleOut::Zero : cute::SM90::GMMA::ScaleOut::One,
-                     std::make_index_sequence<kAcc>{});
-    }
-    cute::warpgroup_commit_batch();
-    cute::warpgroup_wait<0>();
+      for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(tmp[i]);
+      cute::warpgroup_arrive();
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(tmp[i]);
-    // The stage's operands are consumed: release it to the producer before promoting. Every
-    // thread arrives for its own reads (one lane per warp would do by the memory model after a
-    // __syncwarp, but compute-sanitizer's racecheck then reports the other lanes' reads as racing
-    // the producer's next writes: benchmarks/racecheck_repro.cu, RESULTS.md).
-    mbarrier_arrive(full0 + (Cfg::kStages + stage) * 8);
+      for (int kk = 0; kk < kBlockK / 32; ++kk) {
+        // K step of 32 e4m3 = 32 bytes = 2 units of the descriptor's 16-byte address field; wave
+        // w's rows of the B tile start w * kWaveN rows (of 128 bytes) in.
+        wgmma_call<Op>(desc_a_hi | (desc_a_lo + 2 * kk),
+                       desc_b_hi | (desc_b_lo + w * (Cfg::kWaveN * kBlockK >> 4) + 2 * kk), tmp,
+                       kk == 0 ? cute::SM90::GMMA::ScaleOut::Zero
+                               : cute::SM90::GMMA::ScaleOut::One,
+                       std::make_index_sequence<kAcc>{});
+      }
+      cute::warpgroup_commit_batch();
+      cute::warpgroup_wait<0>();
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(tmp[i]);
+      // The stage's operands are consumed once the last wave's wgmma is done: release it to the
+      // producer before promoting. Every thread arrives for its own reads (one lane per warp
+      // would do by the memory model after a __syncwarp, but compute-sanitizer's racecheck then
+      // reports the other lanes' reads as racing the producer's next writes:
+      // benchmarks/racecheck_repro.cu, RESULTS.md).
+      if (w == kWaves - 1) mbarrier_arrive(full0 + (Cfg::kStages + stage) * 8);
 
-    // Promotion. wgmma m64nNk32's result layout: value 4*j + {0,1} is (row0, 8*j + 2*(lane%4)
-    // + {0,1}), value 4*j + {2,3} is row0 + 8; so an 8-column chunk j lies wholly on one side
-    // of the b-scale boundary kSplit (a multiple of 16).
-    const float s00 = sa0 * sb_lo, s10 = sa1 * sb_lo;
-    const float s01 = sa0 * sb_hi, s11 = sa1 * sb_hi;
+      // Promotion. wgmma m64nNk32's result layout: value 4*j + {0,1} is (row0, 8*j + 2*(lane%4)
+      // + {0,1}), value 4*j + {2,3} is row0 + 8; so an 8-column chunk j lies wholly on one side
+      // of the b-scale boundary kSplit (a multiple of 16).
+      const float s00 = sa0 * sb_lo, s10 = sa1 * sb_lo;
+      const float s01 = sa0 * sb_hi, s11 = sa1 * sb_hi;
 #pragma unroll
-    for (int j = 0; j < kAcc / 4; ++j) {
-      const bool lo = j * 8 < kSplit;
-      acc[4 * j + 0] += (lo ? s00 : s01) * tmp[4 * j + 0];
-      acc[4 * j + 1] += (lo ? s00 : s01) * tmp[4 * j + 1];
-      acc[4 * j + 2] += (lo ? s10 : s11) * tmp[4 * j + 2];
-      acc[4 * j + 3] += (lo ? s10 : s11) * tmp[4 * j + 3];
+      for (int j = 0; j < kAcc / 4; ++j) {
+        const bool lo = w * Cfg::kWaveN + j * 8 < kSplit;
+        float* out = acc + w * kAcc + 4 * j;
+        out[0] += (lo ? s00 : s01) * tmp[4 * j + 0];
+        out[1] += (lo ? s00 : s01) * tmp[4 * j + 1];
+        out[2] += (lo ? s10 : s11) * tmp[4 * j + 2];
+        out[3] += (lo ? s10 : s11) * tmp[4 * j + 3];
+      }
     }
   };
   for_each_k_block<Cfg::kStages, Cfg::kTurns>(num_k_blocks, stage, phase, k_block);
@@ -314,8 +334,8 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   if (tid == 0) cute::tma_store_wait<Cfg::kDBufs - 1>();
   warpgroup_barrier(wg);
 #pragma unroll
-  for (int j = 0; j < kAcc / 4; j += 2) {
-    const int col = (j + lane / 16) * 8;
+  for (int j = 0; j < kWaves * kAcc / 4; j += 2) {  // a wave's kAcc / 4 chunks are even
+    const int col = (j / (kAcc / 4)) * Cfg::kWaveN + (j % (kAcc / 4) + lane / 16) * 8;
     uint32_t off = (col / kCols) * kBoxBytes + st_row * (kCols * 2) + (col % kCols) * 2;
     off ^= ((off >> 7) & kSwizzleMask) << 4;
     uint32_t packed[4];

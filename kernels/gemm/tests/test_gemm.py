@@ -19,6 +19,7 @@ OWN_KERNELS = [
     "own_128x192_d2",
     "own_128x96",
     "own_128x96_shortk",
+    "own_128x256",
 ]
 
 
