@@ -89,6 +89,12 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // 1024 x 7168 x 256, 616 vs 580 at K = 512, 964 vs 925 at 6144 x 7168 x 512).
   if (k <= 768)
     return index_of(tiles >= 4 * int64_t{sm_count} ? "own_128x192_shortk" : "own_128x96_shortk");
+  // M up to 64 (decoding) with K from 2048 and N from 4096: CUTLASS's 64-row ping-pong tiles,
+  // where our 128-row ones compute half their rows for nothing (RESULTS.md run 15i): 320 vs 251
+  // at 64 x 7168 x 16384, 187 vs 171 at 64 x 4096 x 7168, 140 vs 105 at 32 x 7168 x 7168,
+  // 47 vs 42 at 16 x 7168 x 2048. Not below: 75 vs 79 at 64 x 1536 x 7168 (12 tiles against
+  // 16), 254 vs 277 at 64 x 24576 x 1536, 126 vs 140 at 64 x 7168 x 1024.
+  if (m <= 64 && k >= 2048 && n >= 4096) return index_of("pingpong_64x128_c1x1");
   // Long K: the mainloop dominates; what is left to choose is how the tiles fill the SMs' waves.
   // Graph replays, TFLOP/s (RESULTS.md run 11; "full": the share of the waves' SM slots that
   // hold a tile, tiles / (waves x SMs); our own tiles have gained 3-8 % since, run 14). Our own

@@ -99,7 +99,9 @@ def test_gemm_matches_float64_reference(device: str, fp8: torch.dtype, m: int, n
 
 
 @pytest.mark.parametrize("fp8", FP8_FORMATS, ids=["e4m3fnuz", "e4m3fn"])
-@pytest.mark.parametrize(("m", "n", "k"), [(1024, 1536, 7168), (6144, 7168, 2304)])
+@pytest.mark.parametrize(
+    ("m", "n", "k"), [(1024, 1536, 7168), (6144, 7168, 2304), (64, 4096, 2048)]
+)
 def test_gemm_matches_reference_at_the_seed_shapes(device, fp8, m, n, k):
     if not supported(fp8):
         pytest.skip(f"{fp8} is not supported by the {gemm.backend} build")
@@ -418,16 +420,21 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
 
 @pytest.mark.parametrize(
     ("m", "n", "k"),
-    # On an H100 these take each branch of gemm_sm90.cu's table: ping-pong (short K; M = 130 also
-    # pads a_scale), our own kernel at short K (double-buffered output), then at long K our own
-    # kernel's 192- and 96-wide tiles and CUTLASS's 128 x 128 ones, in one wave and in several.
+    # On an H100 these take each branch of gemm_sm90.cu's table: at short K our own 96-wide
+    # tiles (M = 130 also pads a_scale) and 192-wide ones, both with programmatic dependent
+    # launch; at longer K the 192-wide ones without and with the unrolled turns, the 96-wide ones,
+    # CUTLASS's 128 x 128 tiles in one wave and in several, the 128 x 256 tiles, and CUTLASS's
+    # 64-row ping-pong for M <= 64.
     [
         (130, 384, 512),
         (2048, 4608, 512),
         (6144, 1536, 1024),
+        (6144, 1536, 2048),
         (256, 1024, 1024),
         (1024, 2048, 1024),
         (1024, 7168, 1024),
+        (3072, 4096, 2048),
+        (32, 4096, 2048),
     ],
 )
 def test_cuda_graph_replays_the_op_on_new_inputs(device: str, m: int, n: int, k: int):
