@@ -1,5 +1,6 @@
-// Our own H100 (sm_90a) FP8 kernel, for the tile CUTLASS 4.2's blockwise mainloop cannot build:
-// 128 x BLOCK_N with BLOCK_N not a multiple of 128 (192 is the one gemm_sm90.cu's table uses).
+// Our own H100 (sm_90a) FP8 kernel, for the tiles CUTLASS 4.2's blockwise mainloop cannot build:
+// 128 x BLOCK_N with BLOCK_N not a multiple of 128 (gemm_sm90.cu's table uses 96 and 192), and
+// 128 x 256 in two 128-column waves (kWaveN below).
 // Same layouts and result as the CUTLASS configurations (gemm_sm90_kernel.cuh):
 //   a        (M, K) row-major e4m3
 //   bt       (N, K) row-major e4m3 (b column-major)
@@ -11,7 +12,7 @@
 // Why a kernel of our own: a 128 x 192 tile does 1.5x the math of a 128 x 128 one per byte of A it
 // loads, and leaves fewer idle SMs in the last wave at the shapes DeepGEMM wins with it. CUTLASS's
 // scale copies partition only N tiles that are multiples of 128, and it keeps two full fp32
-// accumulators. Here each math warpgroup keeps one accumulator plus a 64 x BLOCK_N temporary that
+// accumulators. Here each math warpgroup keeps one accumulator plus a 64 x kWaveN temporary that
 // wgmma fills for a single 128-deep K block; the temporary is then added into the accumulator
 // ("promotion") with the b scale of each column's own 128-column block, so a tile may straddle
 // two b-scale blocks.
@@ -73,10 +74,10 @@ struct Wgmma<96> {
 // shape measured, and the table no longer takes two.
 // kTurns: the k-block loops unrolled by turns of the ring (for_each_k_block), for long K.
 // kWaveN: the tile's columns are computed kWaveN at a time (BN / kWaveN "waves" per k block, one
-// wgmma result in registers at a time, each promoted into its own accumulator), so that a tile
-// wider than the registers hold twice (BN = 256: 2 x 64 + 128 accumulator values per thread
-// would not fit) uses the same registers as one of 192 columns: 128 accumulator values and a
-// 64-value result.
+// wgmma result in registers at a time, each promoted into its part of the accumulator). A
+// 128 x 256 tile in one wgmma would need 128 accumulator values and a 128-value result per
+// thread, more than the math warpgroups' 232 registers hold beside the rest; in two waves of 128
+// it needs 128 and 64, as many as a 128 x 192 tile (96 and 96).
 template <int BN, int kDBufs_, bool kTurns_, int kWaveN_ = BN>
 struct TileConfig {
   static constexpr int kBlockN = BN;
