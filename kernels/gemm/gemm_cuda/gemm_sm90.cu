@@ -102,7 +102,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // (RESULTS.md run 15a, K = 1024 to 1792): 192-wide tiles with them from K = 1280, 1140 vs 1103
   // at 6144 x 4608 x 1280, 1174 vs 1101 at 6144 x 7168 x 1536, 1170 vs 1078 at K = 1792 (at
   // K = 1024, 1046 vs 1061, and equal at 6144 x 1536); 96-wide ones without them below 2048,
-  // within 4 % either way (859 vs 824 at 6144 x 1536 x 1024, 821 vs 850 at 2048 x 1536 x 1792).
+  // within 5.5 % either way (859 vs 824 at 6144 x 1536 x 1024, 821 vs 850 at 2048 x 1536 x 1792).
   // - Our 128 x 192 tiles where their waves are full or many: the most math per operand byte.
   //   1222 vs 1079 (own 128 x 96) vs 960 (stream-K) at 2048 x 1536 x 7168 (128 tiles, 97 % full);
   //   1219 at 6144 x 1536, 1100-1173 at 6144 x 4608 vs 960-1005 for the rest.
