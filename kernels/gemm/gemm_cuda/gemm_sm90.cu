@@ -129,8 +129,17 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // - Our 128 x 96 tiles where they fit in one wave, or fill their last one: 993-1021 vs 928-953
   //   (CUTLASS cooperative 128 x 128) at 1024 x 1536 x 7168 (128 tiles), 138 vs 125 at 128 x 1536
   //   (16 tiles), 1073-1097 vs 957-966 (1075 stream-K) at 1024 x 4608 (384 tiles, 97 % full).
-  if (tiles96 <= sms || full(tiles96) >= 0.95)
+  //   Narrower ones where even 96-wide tiles leave SMs idle (M > 64, K >= 4096): the narrowest of
+  //   32 and 64 columns whose tiles still fit in one wave (RESULTS.md run 15l): 462 vs 359 at
+  //   128 x 4096 x 7168 (32 wide: 128 tiles against 43), 284 vs 207 at 128 x 2048, 218 vs 158 at
+  //   128 x 1536, 570 vs 552 at 128 x 7168 (64 wide: 112 tiles), 810 vs 765 at 256 x 4096.
+  if (tiles96 <= sms || full(tiles96) >= 0.95) {
+    if (tiles96 <= sms && m > 64 && k >= 4096) {
+      if (count(32) <= sms) return index_of("own_128x32");
+      if (count(64) <= sms) return index_of("own_128x64");
+    }
     return index_of(k >= 2048 ? "own_128x96" : "own_128x96_shortk");
+  }
   // - Otherwise CUTLASS's 128 x 128 tiles, data-parallel (1024 x 2048: 128 tiles, where 96s and
   //   192s are two-thirds full). Stream-K, which splits K so that every SM gets the same work,
   //   lost at every shape measured that reaches this rule: 1057 vs 1101 at 512 x 7168 x 7168,

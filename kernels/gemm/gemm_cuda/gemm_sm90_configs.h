@@ -46,7 +46,9 @@ struct Problem {
   X(own_128x192_d2)                  \
   X(own_128x96)                      \
   X(own_128x96_shortk)               \
-  X(own_128x256)
+  X(own_128x256)                     \
+  X(own_128x64)                      \
+  X(own_128x32)
 
 #define GEMM_SM90_DECLARE(NAME)                                       \
   size_t workspace_bytes_##NAME(const Problem& p);                    \

@@ -66,6 +66,14 @@ template <>
 struct Wgmma<96> {
   using Op = cute::SM90::GMMA::MMA_64x96x32_F32E4M3E4M3_SS_TN<>;
 };
+template <>
+struct Wgmma<64> {
+  using Op = cute::SM90::GMMA::MMA_64x64x32_F32E4M3E4M3_SS_TN<>;
+};
+template <>
+struct Wgmma<32> {
+  using Op = cute::SM90::GMMA::MMA_64x32x32_F32E4M3E4M3_SS_TN<>;
+};
 
 // kDBufs: output staging buffers per math warpgroup. With two, a tile's bf16 rows go into one
 // while the TMA still reads the previous tile's from the other, for short K, where a tile's

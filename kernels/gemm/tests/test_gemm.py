@@ -20,6 +20,8 @@ OWN_KERNELS = [
     "own_128x96",
     "own_128x96_shortk",
     "own_128x256",
+    "own_128x64",
+    "own_128x32",
 ]
 
 
@@ -423,8 +425,8 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     # On an H100 these take each branch of gemm_sm90.cu's table: at short K our own 96-wide
     # tiles (M = 130 also pads a_scale) and 192-wide ones, both with programmatic dependent
     # launch; at longer K the 192-wide ones without and with the unrolled turns, the 96-wide ones,
-    # CUTLASS's 128 x 128 tiles in one wave and in several, the 128 x 256 tiles, and CUTLASS's
-    # 64-row ping-pong for M <= 64.
+    # CUTLASS's 128 x 128 tiles in one wave and in several, the 128 x 256 tiles, CUTLASS's
+    # 64-row ping-pong for M <= 64, and the 32- and 64-wide tiles for small M.
     [
         (130, 384, 512),
         (2048, 4608, 512),
@@ -435,6 +437,8 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
         (1024, 7168, 1024),
         (3072, 4096, 2048),
         (32, 4096, 2048),
+        (128, 2048, 4096),
+        (256, 4096, 4096),
     ],
 )
 def test_cuda_graph_replays_the_op_on_new_inputs(device: str, m: int, n: int, k: int):
