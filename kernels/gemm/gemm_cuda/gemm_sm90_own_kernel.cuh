@@ -32,6 +32,7 @@
 
 #include "cute/arch/cluster_sm90.hpp"
 #include "cute/arch/copy_sm90_tma.hpp"
+#include "cute/arch/mma_sm90.hpp"
 #include "cute/arch/mma_sm90_desc.hpp"
 #include "cute/arch/mma_sm90_gmma.hpp"
 #include "cutlass/arch/barrier.h"
@@ -51,29 +52,12 @@ constexpr int kSmemCapacity = 232448;  // H100 opt-in dynamic shared memory per 
 constexpr uint64_t kEvictNormal = 0x1000000000000000ull;
 constexpr int kGroupM = 8;             // tiles are walked in groups of 8 row blocks (L2 reuse)
 
-// The wgmma atom 64 x N x 32 (e4m3 x e4m3 -> f32, both operands K-major in shared memory).
+// The wgmma atom 64 x N x 32 (e4m3 x e4m3 -> f32, both operands K-major in shared memory), as
+// CuTe's selector names it for an N-wide wave (MMA_64xNx32_F32E4M3E4M3_SS_TN).
 template <int N>
-struct Wgmma;
-template <>
-struct Wgmma<192> {
-  using Op = cute::SM90::GMMA::MMA_64x192x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct Wgmma<128> {
-  using Op = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct Wgmma<96> {
-  using Op = cute::SM90::GMMA::MMA_64x96x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct Wgmma<64> {
-  using Op = cute::SM90::GMMA::MMA_64x64x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct Wgmma<32> {
-  using Op = cute::SM90::GMMA::MMA_64x32x32_F32E4M3E4M3_SS_TN<>;
-};
+using WgmmaOp = decltype(cute::SM90::GMMA::ss_op_selector<
+                         cute::float_e4m3_t, cute::float_e4m3_t, float,
+                         cute::Shape<cute::_64, cute::Int<N>, cute::_32>>());
 
 // kDBufs: output staging buffers per math warpgroup. With two, a tile's bf16 rows go into one
 // while the TMA still reads the previous tile's from the other, for short K, where a tile's
@@ -228,7 +212,7 @@ template <class Cfg, int kSplit>
 __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_blk, int n_blk,
                                           int wg, int& stage, uint32_t& phase, int d_buf,
                                           const CUtensorMap* tmap_d) {
-  using Op = typename Wgmma<Cfg::kWaveN>::Op;
+  using Op = WgmmaOp<Cfg::kWaveN>;
   constexpr int BN = Cfg::kBlockN;
   constexpr int kAcc = Cfg::kAccum;
   constexpr int kWaves = Cfg::kWaves;
