@@ -66,14 +66,21 @@ extern "C" const char* gemm_sm90_config_name(int config) {
 
 
 // The dispatch table, from the configuration matrices measured on the H100 (132 SMs; TFLOP/s of
-// each configuration at each benchmark shape in benchmarks/RESULTS.md). "tiles" counts 128 x 128
-// output tiles; a wave is one tile per SM.
+// each configuration at each benchmark shape in benchmarks/RESULTS.md).
 extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* order) {
   int device = 0, sm_count = 132;
   if (cudaGetDevice(&device) == cudaSuccess)
     cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
-  const int64_t tiles = (m + 127) / 128 * (n / 128);  // 128 x 128 tiles
   *order = Sm90Order{1, 0};
+  const int64_t m_blocks = (m + 127) / 128;
+  const int64_t sms = sm_count;
+  // Tiles of 128 rows and tile_n columns; waves of one tile per SM; "full": the share of the
+  // waves' SM slots that hold a tile, tiles / (waves x SMs).
+  auto count = [&](int64_t tile_n) { return m_blocks * ((n + tile_n - 1) / tile_n); };
+  auto waves = [&](int64_t tiles_n) { return (tiles_n + sms - 1) / sms; };
+  auto full = [&](int64_t tiles_n) {
+    return static_cast<double>(tiles_n) / static_cast<double>(waves(tiles_n) * sms);
+  };
   // Short K (1 to 6 k-blocks): each tile's epilogue (writing its bf16 rows) is as long as its
   // mainloop, and since our own kernel writes them with stmatrix it wins (RESULTS.md run 14;
   // graph replays, TFLOP/s). Four waves or more: its 192-wide tiles, one output buffer: 598 vs
@@ -88,7 +95,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // kernel before it: 1-13 % more at each of these shapes (RESULTS.md run 15b; 426 vs 392 at
   // 1024 x 7168 x 256, 616 vs 580 at K = 512, 964 vs 925 at 6144 x 7168 x 512).
   if (k <= 768)
-    return index_of(tiles >= 4 * int64_t{sm_count} ? "own_128x192_shortk" : "own_128x96_shortk");
+    return index_of(count(128) >= 4 * sms ? "own_128x192_shortk" : "own_128x96_shortk");
   // M up to 64 (decoding) with K from 2048 and N from 4096: CUTLASS's 64-row ping-pong tiles,
   // where our 128-row ones compute half their rows for nothing (RESULTS.md run 15i): 320 vs 251
   // at 64 x 7168 x 16384, 187 vs 171 at 64 x 4096 x 7168, 140 vs 105 at 32 x 7168 x 7168,
@@ -96,23 +103,16 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // 16), 254 vs 277 at 64 x 24576 x 1536, 126 vs 140 at 64 x 7168 x 1024.
   if (m <= 64 && k >= 2048 && n >= 4096) return index_of("pingpong_64x128_c1x1");
   // Long K: the mainloop dominates; what is left to choose is how the tiles fill the SMs' waves.
-  // Graph replays, TFLOP/s (RESULTS.md run 11; "full": the share of the waves' SM slots that
-  // hold a tile, tiles / (waves x SMs); our own tiles have gained 3-8 % since, run 14). Our own
-  // kernel's loops unrolled by turns of the ring: 3-8 % from K = 2048 (16 k blocks). Below it
-  // (RESULTS.md run 15a, K = 1024 to 1792): 192-wide tiles with them from K = 1280, 1140 vs 1103
-  // at 6144 x 4608 x 1280, 1174 vs 1101 at 6144 x 7168 x 1536, 1170 vs 1078 at K = 1792 (at
-  // K = 1024, 1046 vs 1061, and equal at 6144 x 1536); 96-wide ones without them below 2048,
-  // within 5.5 % either way (859 vs 824 at 6144 x 1536 x 1024, 821 vs 850 at 2048 x 1536 x 1792).
+  // Graph replays, TFLOP/s (RESULTS.md run 11; our own tiles have gained 3-8 % since, run 14).
+  // Our own kernel's loops unrolled by turns of the ring: 3-8 % from K = 2048 (16 k blocks).
+  // Below it (RESULTS.md run 15a, K = 1024 to 1792): 192-wide tiles with them from K = 1280,
+  // 1140 vs 1103 at 6144 x 4608 x 1280, 1174 vs 1101 at 6144 x 7168 x 1536, 1170 vs 1078 at
+  // K = 1792 (at K = 1024, 1046 vs 1061, and equal at 6144 x 1536); 96-wide ones without them
+  // below 2048, within 5.5 % either way (859 vs 824 at 6144 x 1536 x 1024, 821 vs 850 at
+  // 2048 x 1536 x 1792).
   // - Our 128 x 192 tiles where their waves are full or many: the most math per operand byte.
   //   1222 vs 1079 (own 128 x 96) vs 960 (stream-K) at 2048 x 1536 x 7168 (128 tiles, 97 % full);
   //   1219 at 6144 x 1536, 1100-1173 at 6144 x 4608 vs 960-1005 for the rest.
-  const int64_t m_blocks = (m + 127) / 128;
-  const int64_t sms = sm_count;
-  auto count = [&](int64_t tile_n) { return m_blocks * ((n + tile_n - 1) / tile_n); };
-  auto waves = [&](int64_t tiles_n) { return (tiles_n + sms - 1) / sms; };
-  auto full = [&](int64_t tiles_n) {
-    return static_cast<double>(tiles_n) / static_cast<double>(waves(tiles_n) * sms);
-  };
   const int64_t tiles192 = count(192), tiles96 = count(96);
   // - Among those, our 128 x 256 tiles (K > 1024) where their waves hold no more columns than the
   //   192-wide ones': a wave of either takes as long per column, so fewer or fuller waves win

@@ -1,6 +1,6 @@
 // Our own H100 (sm_90a) FP8 kernel, for the tiles CUTLASS 4.2's blockwise mainloop cannot build:
-// 128 x BLOCK_N with BLOCK_N not a multiple of 128 (gemm_sm90.cu's table uses 96 and 192), and
-// 128 x 256 in two 128-column waves (kWaveN below).
+// 128 x BLOCK_N with BLOCK_N not a multiple of 128 (gemm_sm90.cu's table uses 32, 64, 96 and
+// 192), and 128 x 256 in two 128-column waves (kWaveN below).
 // Same layouts and result as the CUTLASS configurations (gemm_sm90_kernel.cuh):
 //   a        (M, K) row-major e4m3
 //   bt       (N, K) row-major e4m3 (b column-major)

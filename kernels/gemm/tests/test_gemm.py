@@ -349,8 +349,9 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
     """On an H100 "default" is what the dispatch table picks, "mma" our mma.sync kernel,
     "own_128x192" (and "_d2", its double-buffered output) and "own_128x96" (each also "_shortk",
     its k-block loops not unrolled, launched with programmatic dependent launch) our TMA + wgmma
-    kernel: its 192- and 96-column tiles straddle b's 128-column scale blocks and overhang N at
-    most of these N."""
+    kernel, with "own_128x256" (two 128-column waves per k block), "own_128x64" and "own_128x32":
+    its 256-, 192- and 96-column tiles straddle b's 128-column scale blocks and overhang N at most
+    of these N."""
     if gemm.backend != "cuda":  # "default" too: the shapes are about the CUDA kernels' tiles
         pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
     use_cuda_kernel(kernel, monkeypatch)
@@ -397,11 +398,16 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     use_cuda_kernel(kernel, monkeypatch)
     m, n, k = 512, 7168, 256  # the table's short-K rule; 2-3 tiles per SM
     fp8 = torch.float8_e4m3fn
+
+    def next_a(out: torch.Tensor) -> torch.Tensor:
+        """The next call's a: the previous output's first k columns, scaled into fp8's range."""
+        previous = out[:, :k].float()
+        return (previous * (200 / previous.abs().amax().clamp_min(1))).to(fp8)
+
     a, b, a_scale, b_scale = make_inputs(m, n, k, fp8, device, seed=77)
     steps = [(a, gemm.gemm(a, b, a_scale, b_scale))]
     for _ in range(4):
-        previous = steps[-1][1][:, :k].float()
-        a = (previous * (200 / previous.abs().amax().clamp_min(1))).to(fp8)
+        a = next_a(steps[-1][1])
         steps.append((a, gemm.gemm(a, b, a_scale, b_scale)))
     shared = torch.empty(m, n, dtype=torch.bfloat16, device=device)
     other = make_inputs(m, n, k, fp8, device, seed=78)
@@ -411,9 +417,8 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
 
     b, a_scale, b_scale = b.cpu(), a_scale.cpu(), b_scale.cpu()
     for i, (a_i, out_i) in enumerate(steps):
-        if i > 0:  # the input torch derived from the call before, recomputed here
-            previous = steps[i - 1][1].cpu()[:, :k].float()
-            expected_a = (previous * (200 / previous.abs().amax().clamp_min(1))).to(fp8)
+        if i > 0:  # the input torch derived from the call before, recomputed on the CPU
+            expected_a = next_a(steps[i - 1][1].cpu())
             assert torch.equal(a_i.cpu().view(torch.uint8), expected_a.view(torch.uint8)), i
         ref = reference(a_i.cpu(), b, a_scale, b_scale)
         assert relative_error(out_i.cpu(), ref) < 1e-2, (kernel, i)
