@@ -90,7 +90,7 @@ has() { [[ " $STAGES " == *" $1 "* ]]; }
 if has sanitize; then
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     timeout 150 compute-sanitizer --tool $tool --launch-timeout 60 --error-exitcode 7 \
-      python3 benchmarks/sanitize_gemm.py ${SANITIZE_KERNELS:-default mma own_128x192 own_128x96 own_128x192_shortk own_128x96_shortk own_128x256 own_128x64 own_128x32} \
+      python3 benchmarks/sanitize_gemm.py ${SANITIZE_KERNELS:-default mma own_128x192 own_128x96 own_128x192_shortk own_128x96_shortk own_128x256 own_128x64 own_128x32 own_64x32 own_64x64 own_64x128} \
       > /tmp/sanitizer-$tool.log 2>&1
     echo "compute-sanitizer $tool: exit $?," \
       "$(grep -c 'relative error' /tmp/sanitizer-$tool.log) checked calls;" \
@@ -108,9 +108,11 @@ if has bench; then
     | tee "$OUT/bench.log" | tail -16
 fi
 if has explore; then
-  timeout 300 python3 benchmarks/gemm_cuda.py --explore "$OUT/explore.md" --out "$OUT/RESULTS.md" \
-    ${EXPLORE_SHAPES:+--shapes "$EXPLORE_SHAPES"} > "$OUT/bench.log" 2>&1
-  echo "benchmark: exit $?"; cat "$OUT/explore.md"; tail -16 "$OUT/bench.log"
+  # Its own log and table: a bench stage in the same call keeps bench.log and RESULTS.md.
+  timeout 300 python3 benchmarks/gemm_cuda.py --explore "$OUT/explore.md" \
+    --out "$OUT/explore-results.md" ${EXPLORE_SHAPES:+--shapes "$EXPLORE_SHAPES"} \
+    > "$OUT/explore.log" 2>&1
+  echo "explore: exit $?"; cat "$OUT/explore.md"; tail -16 "$OUT/explore.log"
 fi
 if has pair; then
   wait_for_deepgemm

@@ -96,12 +96,52 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // 1024 x 7168 x 256, 616 vs 580 at K = 512, 964 vs 925 at 6144 x 7168 x 512).
   if (k <= 768)
     return index_of(count(128) >= 4 * sms ? "own_128x192_shortk" : "own_128x96_shortk");
-  // M up to 64 (decoding) with K from 2048 and N from 4096: CUTLASS's 64-row ping-pong tiles,
-  // where our 128-row ones compute half their rows for nothing (RESULTS.md run 15i): 320 vs 251
-  // at 64 x 7168 x 16384, 187 vs 171 at 64 x 4096 x 7168, 140 vs 105 at 32 x 7168 x 7168,
-  // 47 vs 42 at 16 x 7168 x 2048. Not below: 75 vs 79 at 64 x 1536 x 7168 (12 tiles against
-  // 16), 254 vs 277 at 64 x 24576 x 1536, 126 vs 140 at 64 x 7168 x 1024.
-  if (m <= 64 && k >= 2048 && n >= 4096) return index_of("pingpong_64x128_c1x1");
+  // Few tiles: small M at long K. Each tile streams (rows + columns) x K bytes of A and B through
+  // L2 into its SM, and with few rows that traffic, not the math, sets the time: 128 tiles of
+  // 128 x 32 took 1.7 times as long as 64 of them (192 x 2048 x 7168 against 128 x 2048, both one
+  // wave, RESULTS.md run 16b). So the time goes as waves x (rows + columns), the cost DeepGEMM's
+  // heuristic minimises too, and the tile of least cost wins; on a tie the earlier in the list
+  // (128 rows: two math warpgroups). The candidates: our 128 x 96 tiles (the choice here before),
+  // 128 x 64, and the 64-row ones (one math warpgroup); 128 x 32 never costs less than 64 x 64.
+  // The choice was the best measured, or within 2 %, at 34 of the 35 shapes of runs 16a-16e (graph
+  // replays, TFLOP/s). Against the table before (16e against 16a-16b): 257 vs 196 at
+  // 64 x 4096 x 7168 (64 x 32 against CUTLASS's 64 x 128 ping-pong), 308 vs 286 at 128 x 2048
+  // (64 x 32 against 128 x 32), 438 vs 254 at 192 x 2048 (64 x 48), 131 vs 78 at 64 x 1536
+  // (64 x 16), 242 vs 216 at 128 x 1536, 159 vs 144 at 64 x 7168 x 1024 (64 x 64), 51 vs 46 at
+  // 16 x 7168 x 2048, 827 vs 808 at 256 x 4096 (128 x 64); at K = 2048, 198 vs 136 at
+  // 128 x 2048 (64 x 32 against 128 x 96), 298 vs 252 at 128 x 4096, 529 vs 495 at 256 x 4096;
+  // beyond M = 256, 872 vs 803 at 512 x 2048 x 7168 and 754 vs 686 at 1024 x 1024 x 4096
+  // (128 x 64 against 128 x 96), while 128 x 96 in one wave stays at 768 x 1536, 384 x 4096 and
+  // 1024 x 1536. The exception: 32 x 1536 x 7168, 53-55 for 64 x 16 against 59-61 for 64 x 32.
+  // Measured from K = 2048, and for M <= 64 from 1024 in one wave; not where 128 x 96 tiles are
+  // more than a wave at M > 64 (the rules below).
+  const int64_t tiles96 = count(96);
+  const bool few_tiles = tiles96 <= sms ? k >= (m <= 64 ? 1024 : 2048) : m <= 64 && k >= 2048;
+  if (few_tiles) {
+    struct Tile {
+      int64_t rows, cols;
+      const char* name;
+    };
+    const Tile tiles[] = {{128, 96, k >= 2048 ? "own_128x96" : "own_128x96_shortk"},
+                          {128, 64, "own_128x64"},
+                          {64, 16, "own_64x16"},
+                          {64, 32, "own_64x32"},
+                          {64, 48, "own_64x48"},
+                          {64, 64, "own_64x64"},
+                          {64, 96, "own_64x96"},
+                          {64, 128, "own_64x128"}};
+    const Tile* best = nullptr;
+    int64_t best_cost = 0;
+    for (const Tile& t : tiles) {
+      const int64_t cost = waves((m + t.rows - 1) / t.rows * ((n + t.cols - 1) / t.cols)) *
+                           (t.rows + t.cols);
+      if (best == nullptr || cost < best_cost) {
+        best = &t;
+        best_cost = cost;
+      }
+    }
+    return index_of(best->name);
+  }
   // Long K: the mainloop dominates; what is left to choose is how the tiles fill the SMs' waves.
   // Graph replays, TFLOP/s (RESULTS.md run 11; our own tiles have gained 3-8 % since, run 14).
   // Our own kernel's loops unrolled by turns of the ring: 3-8 % from K = 2048 (16 k blocks).
@@ -113,7 +153,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // - Our 128 x 192 tiles where their waves are full or many: the most math per operand byte.
   //   1222 vs 1079 (own 128 x 96) vs 960 (stream-K) at 2048 x 1536 x 7168 (128 tiles, 97 % full);
   //   1219 at 6144 x 1536, 1100-1173 at 6144 x 4608 vs 960-1005 for the rest.
-  const int64_t tiles192 = count(192), tiles96 = count(96);
+  const int64_t tiles192 = count(192);
   // - Among those, our 128 x 256 tiles (K > 1024) where their waves hold no more columns than the
   //   192-wide ones': a wave of either takes as long per column, so fewer or fuller waves win
   //   (RESULTS.md run 15f). 1258 vs 1154 at 4096 x 4096 x 7168 (4 waves of 256 against 6 of
@@ -129,17 +169,9 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // - Our 128 x 96 tiles where they fit in one wave, or fill their last one: 993-1021 vs 928-953
   //   (CUTLASS cooperative 128 x 128) at 1024 x 1536 x 7168 (128 tiles), 138 vs 125 at 128 x 1536
   //   (16 tiles), 1073-1097 vs 957-966 (1075 stream-K) at 1024 x 4608 (384 tiles, 97 % full).
-  //   Narrower ones where even 96-wide tiles leave SMs idle (M > 64, K >= 4096): the narrowest of
-  //   32 and 64 columns whose tiles still fit in one wave (RESULTS.md run 15l): 462 vs 359 at
-  //   128 x 4096 x 7168 (32 wide: 128 tiles against 43), 284 vs 207 at 128 x 2048, 218 vs 158 at
-  //   128 x 1536, 570 vs 552 at 128 x 7168 (64 wide: 112 tiles), 810 vs 765 at 256 x 4096.
-  if (tiles96 <= sms || full(tiles96) >= 0.95) {
-    if (tiles96 <= sms && m > 64 && k >= 4096) {
-      if (count(32) <= sms) return index_of("own_128x32");
-      if (count(64) <= sms) return index_of("own_128x64");
-    }
+  //   (At small M with long K the few-tiles rule above comes first.)
+  if (tiles96 <= sms || full(tiles96) >= 0.95)
     return index_of(k >= 2048 ? "own_128x96" : "own_128x96_shortk");
-  }
   // - Otherwise CUTLASS's 128 x 128 tiles, data-parallel (1024 x 2048: 128 tiles, where 96s and
   //   192s are two-thirds full). Stream-K, which splits K so that every SM gets the same work,
   //   lost at every shape measured that reaches this rule: 1057 vs 1101 at 512 x 7168 x 7168,

@@ -48,7 +48,13 @@ struct Problem {
   X(own_128x96_shortk)               \
   X(own_128x256)                     \
   X(own_128x64)                      \
-  X(own_128x32)
+  X(own_128x32)                      \
+  X(own_64x16)                       \
+  X(own_64x32)                       \
+  X(own_64x48)                       \
+  X(own_64x64)                       \
+  X(own_64x96)                       \
+  X(own_64x128)
 
 #define GEMM_SM90_DECLARE(NAME)                                       \
   size_t workspace_bytes_##NAME(const Problem& p);                    \

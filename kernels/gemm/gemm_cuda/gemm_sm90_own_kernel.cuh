@@ -1,6 +1,7 @@
 // Our own H100 (sm_90a) FP8 kernel, for the tiles CUTLASS 4.2's blockwise mainloop cannot build:
-// 128 x BLOCK_N with BLOCK_N not a multiple of 128 (gemm_sm90.cu's table uses 32, 64, 96 and
-// 192), and 128 x 256 in two 128-column waves (kWaveN below).
+// 128 x BLOCK_N with BLOCK_N not a multiple of 128 (gemm_sm90.cu's table uses 64, 96 and 192),
+// 128 x 256 in two 128-column waves (kWaveN below), and 64 x 16 to 64 x 128 with one math
+// warpgroup.
 // Same layouts and result as the CUTLASS configurations (gemm_sm90_kernel.cuh):
 //   a        (M, K) row-major e4m3
 //   bt       (N, K) row-major e4m3 (b column-major)
@@ -17,14 +18,16 @@
 // ("promotion") with the b scale of each column's own 128-column block, so a tile may straddle
 // two b-scale blocks.
 //
-// Structure: persistent, warp-specialised, 384 threads. Warpgroup 0 is the producer: one thread
-// fills a ring of shared-memory stages with TMA loads of A, Bt and a_scale, and a second warp
-// writes each k block's two b scales into the same stages. Warpgroups 1 and 2 do the math, 64
-// rows each; each stores its bf16 rows through a swizzled shared-memory buffer with TMA stores
-// (which clip rows >= M and columns >= N) that drain while its next tile's mainloop runs.
+// Structure: persistent, warp-specialised, 384 threads (256 for 64-row tiles). Warpgroup 0 is the
+// producer: one thread fills a ring of shared-memory stages with TMA loads of A, Bt and a_scale,
+// and a second warp writes each k block's two b scales into the same stages. Warpgroups 1 and 2
+// (1 alone for 64-row tiles) do the math, 64 rows each; each stores its bf16 rows through a
+// swizzled shared-memory buffer with TMA stores (which clip rows >= M and columns >= N) that
+// drain while its next tile's mainloop runs.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include <cuda.h>  // CUtensorMap (types only: the driver's encoder is fetched at run time)
@@ -35,15 +38,14 @@
 #include "cute/arch/mma_sm90.hpp"
 #include "cute/arch/mma_sm90_desc.hpp"
 #include "cute/arch/mma_sm90_gmma.hpp"
+#include "cute/arch/mma_sm90_gmma_ext.hpp"
 #include "cutlass/arch/barrier.h"
 #include "cutlass/arch/reg_reconfig.h"
 
 namespace fp8gemm::sm90_own {
 
-constexpr int kBlockM = 128;           // two math warpgroups of 64 rows (one wgmma m64 atom each)
 constexpr int kBlockK = 128;           // one a/b scale per 128 K; also 128 bytes = one swizzle row
 constexpr int kScaleBlockN = 128;      // b scales cover 128 columns
-constexpr int kNumThreads = 384;       // producer warpgroup + 2 math warpgroups
 constexpr int kSmemCapacity = 232448;  // H100 opt-in dynamic shared memory per block
 // The TMA loads' L2 cache policy (.L2::cache_hint): createpolicy's encoding of evict_normal, the
 // value of CuTe's TMA::CacheHintSm90::EVICT_NORMAL. Through run 13 the kernel passed 0, which
@@ -53,11 +55,14 @@ constexpr uint64_t kEvictNormal = 0x1000000000000000ull;
 constexpr int kGroupM = 8;             // tiles are walked in groups of 8 row blocks (L2 reuse)
 
 // The wgmma atom 64 x N x 32 (e4m3 x e4m3 -> f32, both operands K-major in shared memory), as
-// CuTe's selector names it for an N-wide wave (MMA_64xNx32_F32E4M3E4M3_SS_TN).
+// CuTe's selector names it for an N-wide wave (MMA_64xNx32_F32E4M3E4M3_SS_TN). N = 48 is one of
+// the shapes CuTe keeps apart, in mma_sm90_gmma_ext.hpp, which its selector offers only under
+// CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED: named here instead.
 template <int N>
-using WgmmaOp = decltype(cute::SM90::GMMA::ss_op_selector<
-                         cute::float_e4m3_t, cute::float_e4m3_t, float,
-                         cute::Shape<cute::_64, cute::Int<N>, cute::_32>>());
+using WgmmaOp = std::conditional_t<
+    N == 48, cute::SM90::GMMA::MMA_64x48x32_F32E4M3E4M3_SS_TN<>,
+    decltype(cute::SM90::GMMA::ss_op_selector<cute::float_e4m3_t, cute::float_e4m3_t, float,
+                                              cute::Shape<cute::_64, cute::Int<N>, cute::_32>>())>;
 
 // kDBufs: output staging buffers per math warpgroup. With two, a tile's bf16 rows go into one
 // while the TMA still reads the previous tile's from the other, for short K, where a tile's
@@ -70,8 +75,18 @@ using WgmmaOp = decltype(cute::SM90::GMMA::ss_op_selector<
 // 128 x 256 tile in one wgmma would need 128 accumulator values and a 128-value result per
 // thread, more than the math warpgroups' 232 registers hold beside the rest; in two waves of 128
 // it needs 128 and 64, as many as a 128 x 192 tile (96 and 96).
-template <int BN, int kDBufs_, bool kTurns_, int kWaveN_ = BN>
+// BM: the tile's rows, 64 per math warpgroup. 64-row tiles (one math warpgroup, 256 threads) are
+// for small M at long K (gemm_sm90.cu's few-tiles rule), where 128-row ones would be too few to
+// occupy the SMs, or part empty: DeepGEMM's choice there too, with its heuristic's note that
+// smaller row blocks avoid the cost of the TMA's out-of-bounds rows.
+// kMaxStages: the ring's stages if that many fit. 8 for the 128-row tiles (as measured through
+// run 15); 16 for the 64-row ones, whose stages are 10-25 KB: the ring DeepGEMM gives its small
+// tiles (16 against 8 was not measured).
+template <int BN, int kDBufs_, bool kTurns_, int kWaveN_ = BN, int BM = 128, int kMaxStages = 8>
 struct TileConfig {
+  static constexpr int kBlockM = BM;
+  static constexpr int kMathWgs = BM / 64;
+  static constexpr int kThreads = 128 * (1 + kMathWgs);  // producer warpgroup + math warpgroups
   static constexpr int kBlockN = BN;
   static constexpr int kDBufs = kDBufs_;
   static constexpr bool kTurns = kTurns_;
@@ -88,18 +103,20 @@ struct TileConfig {
   static constexpr int kSmemScales = (kBlockM * 4 + 8 + 127) / 128 * 128;
   static constexpr int kSmemDPerWg = 64 * BN * 2;
   static constexpr int kSmemPerStage = kSmemA + kSmemB + kSmemScales + 16;  // + 2 mbarriers
-  static constexpr int kStagesFit = (kSmemCapacity - 2 * kDBufs * kSmemDPerWg) / kSmemPerStage;
-  static constexpr int kStages = kStagesFit > 8 ? 8 : kStagesFit;
+  static constexpr int kStagesFit =
+      (kSmemCapacity - kMathWgs * kDBufs * kSmemDPerWg) / kSmemPerStage;
+  static constexpr int kStages = kStagesFit > kMaxStages ? kMaxStages : kStagesFit;
   // Shared memory: [A stages][B stages][D: wg0's buffers, wg1's][scale stages][full bars]
   // [empty bars]
   static constexpr int kOffB = kStages * kSmemA;
   static constexpr int kOffD = kOffB + kStages * kSmemB;
-  static constexpr int kOffScales = kOffD + 2 * kDBufs * kSmemDPerWg;
+  static constexpr int kOffScales = kOffD + kMathWgs * kDBufs * kSmemDPerWg;
   static constexpr int kOffBar = kOffScales + kStages * kSmemScales;
   static constexpr int kSmemBytes = kOffBar + 2 * kStages * 8;
 
   static_assert(kWaveN % 16 == 0 && kWaveN <= 256 && BN % kWaveN == 0, "wgmma N");
   static_assert(kDBufs == 1 || kDBufs == 2, "one or two output buffers");
+  static_assert(BM == 64 || BM == 128, "one or two math warpgroups");
   static_assert(kStages >= 3, "too few pipeline stages fit in shared memory");
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemDPerWg % 1024 == 0,
                 "128-byte swizzled tiles must stay 1024-byte aligned");
@@ -263,7 +280,7 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
                  : "memory");
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
                  : "=f"(sb_lo), "=f"(sb_hi)
-                 : "r"(scales + 4 * kBlockM)
+                 : "r"(scales + 4 * Cfg::kBlockM)
                  : "memory");
 
 #pragma unroll
@@ -346,7 +363,7 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   cute::tma_store_fence();  // make the generic-proxy writes visible to the TMA (async proxy)
   warpgroup_barrier(wg);
   if (tid == 0) {
-    const int m0 = m_blk * kBlockM + wg * 64;
+    const int m0 = m_blk * Cfg::kBlockM + wg * 64;
     const int n0 = n_blk * BN;
 #pragma unroll
     for (int c = 0; c < BN / kCols; ++c)
@@ -376,7 +393,7 @@ __device__ __forceinline__ void math_tile_dispatch(int scale_split, const Params
 }
 
 template <class Cfg>
-__global__ void __launch_bounds__(kNumThreads, 1)
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,
                 const __grid_constant__ CUtensorMap tmap_b,
                 const __grid_constant__ CUtensorMap tmap_sfa,
@@ -397,7 +414,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     if (cute::cast_smem_ptr_to_uint(smem) % 1024 != 0) __trap();
     for (int s = 0; s < Cfg::kStages; ++s) {
       full[s].init(2);  // warp 0's arrival, which also expects the TMA bytes, and warp 1's
-      empty[s].init(2 * 128);  // every math thread
+      empty[s].init(Cfg::kMathWgs * 128);  // every math thread
     }
     cutlass::arch::fence_barrier_init();
   }
@@ -424,17 +441,19 @@ __global__ void __launch_bounds__(kNumThreads, 1)
   // Registers move between warpgroups only through setmaxnreg: launched at 168 each (the
   // compiler's count for 384 threads), the producer gives back (168 - 40) x 128 and the two math
   // warpgroups take (232 - 168) x 256, the same number; asking for more than was given back makes
-  // the math warpgroups wait forever (48 / 232 hangs).
+  // the math warpgroups wait forever (48 / 232 hangs). With one math warpgroup (256 threads)
+  // every thread may have the 255 registers a thread can address: nothing to move.
+  constexpr bool kReconfigure = Cfg::kMathWgs == 2;
   if (wg == 0) {
-    cutlass::arch::warpgroup_reg_dealloc<40>();
+    if constexpr (kReconfigure) cutlass::arch::warpgroup_reg_dealloc<40>();
     if (warp == 0 && cute::elect_one_sync()) {
       // Warp 0: the TMA loads of A, Bt and a_scale, nothing else (no load of its own to wait for).
       constexpr uint32_t kStageBytes =
-          Cfg::kSmemA + Cfg::kSmemB + kBlockM * 4;  // out-of-bounds parts count too (zeros)
+          Cfg::kSmemA + Cfg::kSmemB + Cfg::kBlockM * 4;  // out-of-bounds parts count too (zeros)
       for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
         int m_blk, n_blk;
         tile_coords(p, tile, m_blk, n_blk);
-        const int m0 = m_blk * kBlockM, n0 = n_blk * Cfg::kBlockN;
+        const int m0 = m_blk * Cfg::kBlockM, n0 = n_blk * Cfg::kBlockN;
         // The lambda's stage and phase are the ring position for_each_k_block passes in.
         for_each_k_block<Cfg::kStages, Cfg::kTurns>(num_k_blocks, stage, phase,
                                                     [&](int stage, uint32_t phase, int kb) {
@@ -478,8 +497,8 @@ __global__ void __launch_bounds__(kNumThreads, 1)
             if (lane == 0) {
               float* scales =
                   reinterpret_cast<float*>(smem + Cfg::kOffScales + stage * Cfg::kSmemScales);
-              scales[kBlockM] = lo;
-              scales[kBlockM + 1] = hi;
+              scales[Cfg::kBlockM] = lo;
+              scales[Cfg::kBlockM + 1] = hi;
               full[stage].arrive();
             }
             advance<Cfg::kStages>(stage, phase);
@@ -488,7 +507,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
       }
     }
   } else {
-    cutlass::arch::warpgroup_reg_alloc<232>();
+    if constexpr (kReconfigure) cutlass::arch::warpgroup_reg_alloc<232>();
     const int math_wg = wg - 1;
     int d_buf = 0;
     for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {

@@ -63,12 +63,12 @@ cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
 
   CUtensorMap tmap_a, tmap_b, tmap_sfa, tmap_d;
   cudaError_t err;
-  if ((err = encode_tiled(&tmap_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.a, k, m, k, kBlockK, kBlockM,
-                          CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+  if ((err = encode_tiled(&tmap_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.a, k, m, k, kBlockK,
+                          Cfg::kBlockM, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
       (err = encode_tiled(&tmap_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.bt, k, n, k, kBlockK,
                           Cfg::kBlockN, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
       (err = encode_tiled(&tmap_sfa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, p.a_scale, p.a_scale_ld,
-                          k / kBlockK, p.a_scale_ld * 4, kBlockM, 1,
+                          k / kBlockK, p.a_scale_ld * 4, Cfg::kBlockM, 1,
                           CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
       (err = encode_tiled(&tmap_d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.out, n, m, n * 2,
                           Cfg::kStoreCols, 64, kStoreSwizzle)) != cudaSuccess)
@@ -80,7 +80,7 @@ cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
   params.k = p.k;
   params.b_scale = p.b_scale;
   params.num_n_scales = p.n / kScaleBlockN;
-  params.num_m_blocks = (p.m + kBlockM - 1) / kBlockM;
+  params.num_m_blocks = (p.m + Cfg::kBlockM - 1) / Cfg::kBlockM;
   params.num_n_blocks = (p.n + Cfg::kBlockN - 1) / Cfg::kBlockN;
   const int64_t tiles = int64_t{params.num_m_blocks} * params.num_n_blocks;
   if (tiles > INT32_MAX) return cudaErrorInvalidValue;
@@ -97,7 +97,7 @@ cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
   serialization.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t launch{};
   launch.gridDim = dim3(static_cast<unsigned>(grid));
-  launch.blockDim = dim3(kNumThreads);
+  launch.blockDim = dim3(Cfg::kThreads);
   launch.dynamicSmemBytes = Cfg::kSmemBytes;
   launch.stream = stream;
   launch.attrs = &serialization;

@@ -22,6 +22,12 @@ OWN_KERNELS = [
     "own_128x256",
     "own_128x64",
     "own_128x32",
+    "own_64x16",
+    "own_64x32",
+    "own_64x48",
+    "own_64x64",
+    "own_64x96",
+    "own_64x128",
 ]
 
 
@@ -349,9 +355,10 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
     """On an H100 "default" is what the dispatch table picks, "mma" our mma.sync kernel,
     "own_128x192" (and "_d2", its double-buffered output) and "own_128x96" (each also "_shortk",
     its k-block loops not unrolled, launched with programmatic dependent launch) our TMA + wgmma
-    kernel, with "own_128x256" (two 128-column waves per k block), "own_128x64" and "own_128x32":
-    its 256-, 192- and 96-column tiles straddle b's 128-column scale blocks and overhang N at most
-    of these N."""
+    kernel, with "own_128x256" (two 128-column waves per k block), "own_128x64", "own_128x32" and
+    the 64-row tiles (one math warpgroup): its 256-, 192- and 96-column tiles straddle b's
+    128-column scale blocks and overhang N at most of these N, and most M leave 64-row tiles
+    part empty."""
     if gemm.backend != "cuda":  # "default" too: the shapes are about the CUDA kernels' tiles
         pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
     use_cuda_kernel(kernel, monkeypatch)
@@ -430,8 +437,9 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     # On an H100 these take each branch of gemm_sm90.cu's table: at short K our own 96-wide
     # tiles (M = 130 also pads a_scale) and 192-wide ones, both with programmatic dependent
     # launch; at longer K the 192-wide ones without and with the unrolled turns, the 96-wide ones,
-    # CUTLASS's 128 x 128 tiles in one wave and in several, the 128 x 256 tiles, CUTLASS's
-    # 64-row ping-pong for M <= 64, and the 32- and 64-wide tiles for small M.
+    # CUTLASS's 128 x 128 tiles in one wave and in several, the 128 x 256 tiles, and for small M
+    # the few-tiles rule's 64 x 32 (M = 32 and 128), 128 x 64, 64 x 16, 64 x 64, 64 x 128, 64 x 48
+    # and 64 x 96.
     [
         (130, 384, 512),
         (2048, 4608, 512),
@@ -444,6 +452,11 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
         (32, 4096, 2048),
         (128, 2048, 4096),
         (256, 4096, 4096),
+        (64, 2048, 4096),
+        (96, 4096, 4096),
+        (64, 16384, 2048),
+        (192, 2048, 4096),
+        (320, 2048, 4096),
     ],
 )
 def test_cuda_graph_replays_the_op_on_new_inputs(device: str, m: int, n: int, k: int):
