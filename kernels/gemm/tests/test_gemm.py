@@ -438,8 +438,8 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     # tiles (M = 130 also pads a_scale) and 192-wide ones, both with programmatic dependent
     # launch; at longer K the 192-wide ones without and with the unrolled turns, the 96-wide ones,
     # CUTLASS's 128 x 128 tiles in one wave and in several, the 128 x 256 tiles, and for small M
-    # the few-tiles rule's 64 x 32 (M = 32 and 128), 128 x 64, 64 x 16, 64 x 64, 64 x 128, 64 x 48
-    # and 64 x 96.
+    # the few-tiles rule's 64 x 32 (M = 32 and 128), 128 x 64, 64 x 16, 64 x 64, 64 x 128, 64 x 48,
+    # 64 x 96 and 128 x 192 (one wave of them, where the 192-wide rule below wants fuller waves).
     [
         (130, 384, 512),
         (2048, 4608, 512),
@@ -457,6 +457,7 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
         (64, 16384, 2048),
         (192, 2048, 4096),
         (320, 2048, 4096),
+        (320, 7168, 2048),
     ],
 )
 def test_cuda_graph_replays_the_op_on_new_inputs(device: str, m: int, n: int, k: int):
