@@ -133,24 +133,18 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
       int64_t rows, cols;
       const char* name;
     };
-    // 128-row tiles only where M > 64: with M <= 64 they compute and store half their rows for
-    // nothing, which the cost does not see.
-    const bool wide = m > 64;
-    const Tile tiles[] = {{128, 96, k >= 2048 ? "own_128x96" : "own_128x96_shortk"},
-                          {wide ? 128 : 0, 128, "coop_128x128_c1x1"},
-                          {wide ? 128 : 0, 192, "own_128x192"},
-                          {wide ? 128 : 0, 256, "own_128x256"},
-                          {128, 64, "own_128x64"},
-                          {64, 16, "own_64x16"},
-                          {64, 32, "own_64x32"},
-                          {64, 48, "own_64x48"},
-                          {64, 64, "own_64x64"},
-                          {64, 96, "own_64x96"},
-                          {64, 128, "own_64x128"}};
+    // 128-row tiles first; M > 64 comes here from K = 2048 only (the 96-wide tiles' unrolled
+    // build), M <= 64 takes the 64-row tiles alone.
+    constexpr Tile kTiles[] = {{128, 96, "own_128x96"},  {128, 128, "coop_128x128_c1x1"},
+                               {128, 192, "own_128x192"}, {128, 256, "own_128x256"},
+                               {128, 64, "own_128x64"},  {64, 16, "own_64x16"},
+                               {64, 32, "own_64x32"},    {64, 48, "own_64x48"},
+                               {64, 64, "own_64x64"},    {64, 96, "own_64x96"},
+                               {64, 128, "own_64x128"}};
     const Tile* best = nullptr;
     int64_t best_cost = 0;
-    for (const Tile& t : tiles) {
-      if (t.rows == 0) continue;
+    for (const Tile& t : kTiles) {
+      if (m <= 64 && t.rows > 64) continue;
       const int64_t per_tile = std::max<int64_t>(64 * (t.rows + t.cols), t.rows * t.cols);
       const int64_t cost =
           waves((m + t.rows - 1) / t.rows * ((n + t.cols - 1) / t.cols)) * per_tile;
