@@ -90,7 +90,7 @@ has() { [[ " $STAGES " == *" $1 "* ]]; }
 if has sanitize; then
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     timeout 150 compute-sanitizer --tool $tool --launch-timeout 60 --error-exitcode 7 \
-      python3 benchmarks/sanitize_gemm.py ${SANITIZE_KERNELS:-default mma own_128x192 own_128x96 own_128x192_shortk own_128x96_shortk own_128x256 own_128x64 own_128x32 own_64x32 own_64x64 own_64x128} \
+      python3 benchmarks/sanitize_gemm.py ${SANITIZE_KERNELS:-default mma own_128x192 own_128x96 own_128x192_shortk own_128x96_shortk own_128x256 own_128x64 own_128x32 own_128x160 own_64x16 own_64x32 own_64x48 own_64x64 own_64x96 own_64x128} \
       > /tmp/sanitizer-$tool.log 2>&1
     echo "compute-sanitizer $tool: exit $?," \
       "$(grep -c 'relative error' /tmp/sanitizer-$tool.log) checked calls;" \

@@ -97,34 +97,35 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // 1024 x 7168 x 256, 616 vs 580 at K = 512, 964 vs 925 at 6144 x 7168 x 512).
   if (k <= 768)
     return index_of(count(128) >= 4 * sms ? "own_128x192_shortk" : "own_128x96_shortk");
-  // Few tiles: long K where some 128-row tile fits in one wave. Each tile streams
-  // (rows + columns) x K bytes of A and B through L2 into its SM, and with few rows that
-  // traffic, not the math, sets the time: 128 tiles of 128 x 32 took 1.7 times as long as 64 of
-  // them (192 x 2048 x 7168 against 128 x 2048, both one wave, RESULTS.md run 16b). So a tile
-  // costs the larger of 64 x (rows + columns), its L2 traffic, and rows x columns, its math
-  // (64: the L2's bytes per SM and cycle, about 47, against the multiply-adds per SM and cycle
-  // our largest tiles run at, about 2800), and the time goes as waves x that; the tile of least
-  // cost wins, on a tie the earlier in the list (128 rows first: two math warpgroups). The L2
-  // term is the cost DeepGEMM's heuristic minimises. Candidates: our 128 x 96 tiles, CUTLASS's
-  // 128 x 128, our 128 x 192 and 128 x 256, 128 x 64, and the 64-row ones (one math warpgroup);
-  // 128 x 32 never costs less than 64 x 64. At M <= 64, 64-row tiles only: 128-row ones compute
-  // and store half their rows for nothing, which the cost does not see.
-  // The choice was the best measured, or within 3 %, at 50 of the 51 shapes of runs 16a-16i
-  // (graph replays, TFLOP/s). Against the table before (16e, 16i against 16a-16b, 16h): 257 vs
-  // 196 at 64 x 4096 x 7168 (64 x 32 against CUTLASS's 64 x 128 ping-pong), 308 vs 286 at
-  // 128 x 2048 (64 x 32 against 128 x 32), 438 vs 254 at 192 x 2048 (64 x 48), 131 vs 78 at
-  // 64 x 1536 (64 x 16), 242 vs 216 at 128 x 1536, 159 vs 144 at 64 x 7168 x 1024 (64 x 64),
-  // 51 vs 46 at 16 x 7168 x 2048, 827 vs 808 at 256 x 4096 (128 x 64); at K = 2048, 198 vs 136
-  // at 128 x 2048 (64 x 32 against 128 x 96), 298 vs 252 at 128 x 4096, 529 vs 495 at
-  // 256 x 4096; 872 vs 803 at 512 x 2048 x 7168 and 754 vs 686 at 1024 x 1024 x 4096 (128 x 64
-  // against 128 x 96); one wave of 128 x 192 where the 192-wide rule below wants fuller ones,
-  // against CUTLASS's 128 x 128 in two: 946 vs 675 at 320 x 7168 x 7168, 938 vs 668 at
-  // 448 x 4608, 1123 vs 793 at 512 x 5120, 1096 vs 809 at 640 x 4096, 1023 vs 741 at
-  // 1536 x 1536, 791 vs 632 at 384 x 7168 x 2048. Unchanged where it was right: 128 x 96 in one
-  // wave at 1024 x 1536 and 384 x 4096, CUTLASS's 128 x 128 at 256 x 7168 and 512 x 4096. The
-  // exception: 32 x 1536 x 7168, 53-55 for 64 x 16 against 59-61 for 64 x 32. Measured from
-  // K = 2048 (M <= 64: from 1024 in one wave, and beyond one wave from 2048); where no 128-row
-  // tile fits in one wave at M > 64, the rules below.
+  // Few tiles: long K where some 128-row tile fits in one wave. Each tile streams (rows + columns)
+  // x K bytes of A and B through L2 into its SM, and with few rows that traffic, not the math, sets
+  // the time: 128 tiles of 128 x 32 took 1.7 times as long as 64 of them (192 x 2048 x 7168 against
+  // 128 x 2048, both one wave, RESULTS.md run 16b). So a tile costs the larger of 64 x
+  // (rows + columns), its L2 traffic, and rows x columns, its math (64: the L2's bytes per SM and
+  // cycle, about 47, against the multiply-adds per SM and cycle our largest tiles run at, about
+  // 2800), and the time goes as waves x that; the tile of least cost wins, on a tie the earlier in
+  // the list (128 rows first: two math warpgroups). The L2 term is the cost DeepGEMM's heuristic
+  // minimises. Candidates: our 128 x 96 tiles, CUTLASS's 128 x 128, our 128 x 160, 128 x 192,
+  // 128 x 256 and 128 x 64, and the 64-row ones (one math warpgroup); 128 x 32 never costs less
+  // than 64 x 64. At M <= 64, 64-row tiles only: 128-row ones compute and store half their rows for
+  // nothing, which the cost does not see.
+  // The choice was the best measured, or within 3 %, at 51 of the 52 shapes of runs 16a-16k where
+  // it was measured (graph replays, TFLOP/s). Against the table before (its choice as measured in
+  // run 16): 257 vs 196 at 64 x 4096 x 7168 (64 x 32 against CUTLASS's 64 x 128
+  // ping-pong), 308 vs 286 at 128 x 2048 (64 x 32 against 128 x 32), 438 vs 254 at 192 x 2048
+  // (64 x 48), 131 vs 78 at 64 x 1536 (64 x 16), 242 vs 216 at 128 x 1536, 159 vs 144 at
+  // 64 x 7168 x 1024 (64 x 64), 51 vs 46 at 16 x 7168 x 2048, 827 vs 808 at 256 x 4096 (128 x 64);
+  // at K = 2048, 198 vs 136 at 128 x 2048 (64 x 32 against 128 x 96), 298 vs 252 at 128 x 4096, 529
+  // vs 495 at 256 x 4096; 872 vs 803 at 512 x 2048 x 7168 and 754 vs 686 at 1024 x 1024 x 4096
+  // (128 x 64 against 128 x 96); one wave of 128 x 160 or 128 x 192 where the 192-wide rule below
+  // wants fuller ones, against CUTLASS's 128 x 128 in two: 1237 vs 818 at 512 x 5120 x 7168 (160;
+  // 192: 1106), 1240 vs 817 at 640 x 4096, 1027 vs 652 at 448 x 4608, 1151 vs 738 at 768 x 3072,
+  // 1162 vs 745 at 1536 x 1536, 950 vs 601 at 320 x 6144, 866 vs 615 at 512 x 5120 x 2048; 946 vs
+  // 675 at 320 x 7168 x 7168 (192), 791 vs 632 at 384 x 7168 x 2048. Unchanged where it was right:
+  // 128 x 96 in one wave at 1024 x 1536 and 384 x 4096, CUTLASS's 128 x 128 at 256 x 7168 and
+  // 512 x 4096. The exception: 32 x 1536 x 7168, 53-55 for 64 x 16 against 59-61 for 64 x 32.
+  // Measured from K = 2048 (M <= 64: from 1024 in one wave, and beyond one wave from 2048); where
+  // no 128-row tile fits in one wave at M > 64, the rules below.
   const int64_t tiles96 = count(96);
   const bool few_tiles = m <= 64 ? k >= 2048 || (k >= 1024 && tiles96 <= sms)
                                  : k >= 2048 && count(256) <= sms;
@@ -135,12 +136,12 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
     };
     // 128-row tiles first; M > 64 comes here from K = 2048 only (the 96-wide tiles' unrolled
     // build), M <= 64 takes the 64-row tiles alone.
-    constexpr Tile kTiles[] = {{128, 96, "own_128x96"},  {128, 128, "coop_128x128_c1x1"},
-                               {128, 192, "own_128x192"}, {128, 256, "own_128x256"},
-                               {128, 64, "own_128x64"},  {64, 16, "own_64x16"},
-                               {64, 32, "own_64x32"},    {64, 48, "own_64x48"},
-                               {64, 64, "own_64x64"},    {64, 96, "own_64x96"},
-                               {64, 128, "own_64x128"}};
+    constexpr Tile kTiles[] = {{128, 96, "own_128x96"},   {128, 128, "coop_128x128_c1x1"},
+                               {128, 160, "own_128x160"}, {128, 192, "own_128x192"},
+                               {128, 256, "own_128x256"}, {128, 64, "own_128x64"},
+                               {64, 16, "own_64x16"},     {64, 32, "own_64x32"},
+                               {64, 48, "own_64x48"},     {64, 64, "own_64x64"},
+                               {64, 96, "own_64x96"},     {64, 128, "own_64x128"}};
     const Tile* best = nullptr;
     int64_t best_cost = 0;
     for (const Tile& t : kTiles) {

@@ -41,6 +41,7 @@ struct Problem {
   X(pingpong_64x128_c1x1)            \
   X(pingpong_64x128_c2x1)            \
   X(pingpong_64x128_c1x2)            \
+  X(own_128x160)                     \
   X(own_128x192)                     \
   X(own_128x192_shortk)              \
   X(own_128x192_d2)                  \

@@ -1,6 +1,6 @@
 // Our own H100 (sm_90a) FP8 kernel, for the tiles CUTLASS 4.2's blockwise mainloop cannot build:
-// 128 x BLOCK_N with BLOCK_N not a multiple of 128 (gemm_sm90.cu's table uses 64, 96 and 192),
-// 128 x 256 in two 128-column waves (kWaveN below), and 64 x 16 to 64 x 128 with one math
+// 128 x BLOCK_N with BLOCK_N not a multiple of 128 (gemm_sm90.cu's table uses 64, 96, 160 and
+// 192), 128 x 256 in two 128-column waves (kWaveN below), and 64 x 16 to 64 x 128 with one math
 // warpgroup.
 // Same layouts and result as the CUTLASS configurations (gemm_sm90_kernel.cuh):
 //   a        (M, K) row-major e4m3
@@ -27,7 +27,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 #include <utility>
 
 #include <cuda.h>  // CUtensorMap (types only: the driver's encoder is fetched at run time)
@@ -55,14 +54,25 @@ constexpr uint64_t kEvictNormal = 0x1000000000000000ull;
 constexpr int kGroupM = 8;             // tiles are walked in groups of 8 row blocks (L2 reuse)
 
 // The wgmma atom 64 x N x 32 (e4m3 x e4m3 -> f32, both operands K-major in shared memory), as
-// CuTe's selector names it for an N-wide wave (MMA_64xNx32_F32E4M3E4M3_SS_TN). N = 48 is one of
-// the shapes CuTe keeps apart, in mma_sm90_gmma_ext.hpp, which its selector offers only under
-// CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED: named here instead.
+// CuTe's selector names it for an N-wide wave (MMA_64xNx32_F32E4M3E4M3_SS_TN). N = 48 and 160 are
+// among the shapes CuTe keeps apart, in mma_sm90_gmma_ext.hpp, which its selector offers only
+// under CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED: named here instead.
 template <int N>
-using WgmmaOp = std::conditional_t<
-    N == 48, cute::SM90::GMMA::MMA_64x48x32_F32E4M3E4M3_SS_TN<>,
-    decltype(cute::SM90::GMMA::ss_op_selector<cute::float_e4m3_t, cute::float_e4m3_t, float,
-                                              cute::Shape<cute::_64, cute::Int<N>, cute::_32>>())>;
+struct WgmmaAtom {
+  using type = decltype(cute::SM90::GMMA::ss_op_selector<
+                        cute::float_e4m3_t, cute::float_e4m3_t, float,
+                        cute::Shape<cute::_64, cute::Int<N>, cute::_32>>());
+};
+template <>
+struct WgmmaAtom<48> {
+  using type = cute::SM90::GMMA::MMA_64x48x32_F32E4M3E4M3_SS_TN<>;
+};
+template <>
+struct WgmmaAtom<160> {
+  using type = cute::SM90::GMMA::MMA_64x160x32_F32E4M3E4M3_SS_TN<>;
+};
+template <int N>
+using WgmmaOp = typename WgmmaAtom<N>::type;
 
 // kDBufs: output staging buffers per math warpgroup. With two, a tile's bf16 rows go into one
 // while the TMA still reads the previous tile's from the other, for short K, where a tile's

@@ -14,6 +14,7 @@ from gemm.reference import gemm_reference as reference
 FP8_FORMATS = [torch.float8_e4m3fnuz, torch.float8_e4m3fn]
 # Our own sm_90a kernel's configurations (gemm_sm90_configs.h), each tested by name.
 OWN_KERNELS = [
+    "own_128x160",
     "own_128x192",
     "own_128x192_shortk",
     "own_128x192_d2",
@@ -439,7 +440,8 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     # launch; at longer K the 192-wide ones without and with the unrolled turns, the 96-wide ones,
     # CUTLASS's 128 x 128 tiles in one wave and in several, the 128 x 256 tiles, and for small M
     # the few-tiles rule's 64 x 32 (M = 32 and 128), 128 x 64, 64 x 16, 64 x 64, 64 x 128, 64 x 48,
-    # 64 x 96 and 128 x 192 (one wave of them, where the 192-wide rule below wants fuller waves).
+    # 64 x 96, 128 x 192 (one wave of them, where the 192-wide rule below wants fuller waves) and
+    # 128 x 160.
     [
         (130, 384, 512),
         (2048, 4608, 512),
@@ -458,6 +460,7 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
         (192, 2048, 4096),
         (320, 2048, 4096),
         (320, 7168, 2048),
+        (512, 5120, 2048),
     ],
 )
 def test_cuda_graph_replays_the_op_on_new_inputs(device: str, m: int, n: int, k: int):

@@ -1,0 +1,7 @@
+// 128 x 160 tiles of our own kernel (gemm_sm90_own_kernel.cuh): DeepGEMM's choice where 128 of
+// them make one full wave and 192-wide ones leave a fifth of the SMs idle (512 x 5120: 128 tiles
+// against 108; 640 x 4096: 130 against 110). 5 pipeline stages fit beside the output buffers;
+// k-block loops unrolled by turns of the ring (the table takes these tiles from K = 2048).
+#include "gemm_sm90_own_launch.cuh"
+
+GEMM_SM90_DEFINE_OWN_CONFIG(own_128x160, false, 160, 1, true)
