@@ -73,11 +73,12 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   if (cudaGetDevice(&device) == cudaSuccess)
     cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
   *order = Sm90Order{1, 0};
-  const int64_t m_blocks = (m + 127) / 128;
   const int64_t sms = sm_count;
-  // Tiles of 128 rows and tile_n columns; waves of one tile per SM; "full": the share of the
-  // waves' SM slots that hold a tile, tiles / (waves x SMs).
-  auto count = [&](int64_t tile_n) { return m_blocks * ((n + tile_n - 1) / tile_n); };
+  // Tiles of tile_m (128 unless named) rows and tile_n columns; waves of one tile per SM; "full":
+  // the share of the waves' SM slots that hold a tile, tiles / (waves x SMs).
+  auto count = [&](int64_t tile_n, int64_t tile_m = 128) {
+    return (m + tile_m - 1) / tile_m * ((n + tile_n - 1) / tile_n);
+  };
   auto waves = [&](int64_t tiles_n) { return (tiles_n + sms - 1) / sms; };
   auto full = [&](int64_t tiles_n) {
     return static_cast<double>(tiles_n) / static_cast<double>(waves(tiles_n) * sms);
@@ -147,8 +148,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
     for (const Tile& t : kTiles) {
       if (m <= 64 && t.rows > 64) continue;
       const int64_t per_tile = std::max<int64_t>(64 * (t.rows + t.cols), t.rows * t.cols);
-      const int64_t cost =
-          waves((m + t.rows - 1) / t.rows * ((n + t.cols - 1) / t.cols)) * per_tile;
+      const int64_t cost = waves(count(t.cols, t.rows)) * per_tile;
       if (best == nullptr || cost < best_cost) {
         best = &t;
         best_cost = cost;

@@ -356,10 +356,10 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
     """On an H100 "default" is what the dispatch table picks, "mma" our mma.sync kernel,
     "own_128x192" (and "_d2", its double-buffered output) and "own_128x96" (each also "_shortk",
     its k-block loops not unrolled, launched with programmatic dependent launch) our TMA + wgmma
-    kernel, with "own_128x256" (two 128-column waves per k block), "own_128x64", "own_128x32" and
-    the 64-row tiles (one math warpgroup): its 256-, 192- and 96-column tiles straddle b's
-    128-column scale blocks and overhang N at most of these N, and most M leave 64-row tiles
-    part empty."""
+    kernel, with "own_128x256" (two 128-column waves per k block), "own_128x160", "own_128x64",
+    "own_128x32" and the 64-row tiles (one math warpgroup): its 256-, 192-, 160- and 96-column
+    tiles straddle b's 128-column scale blocks and overhang N at most of these N, and most M leave
+    64-row tiles part empty."""
     if gemm.backend != "cuda":  # "default" too: the shapes are about the CUDA kernels' tiles
         pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
     use_cuda_kernel(kernel, monkeypatch)
