@@ -88,6 +88,10 @@ esac
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 if has sanitize; then
+  # The first import after an install runs the editable install's rebuild check (cmake and ninja
+  # as child processes): outside the sanitizer, which otherwise found no process to attach to
+  # within its launch timeout when racecheck came first (session 10, calls D and E).
+  python3 -c "import gemm" || exit 1
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     timeout 150 compute-sanitizer --tool $tool --launch-timeout 60 --error-exitcode 7 \
       python3 benchmarks/sanitize_gemm.py ${SANITIZE_KERNELS:-default mma own_128x192 own_128x96 own_128x192_shortk own_128x96_shortk own_128x256 own_128x64 own_128x32 own_128x160 own_64x16 own_64x32 own_64x48 own_64x64 own_64x96 own_64x128} \

@@ -125,6 +125,10 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // 675 at 320 x 7168 x 7168 (192), 791 vs 632 at 384 x 7168 x 2048. Unchanged where it was right:
   // 128 x 96 in one wave at 1024 x 1536 and 384 x 4096, CUTLASS's 128 x 128 at 256 x 7168 and
   // 512 x 4096. The exception: 32 x 1536 x 7168, 53-55 for 64 x 16 against 59-61 for 64 x 32.
+  // With the 64-row tiles and 128 x 64 pipelined (run 17: 1-40 % faster), the same choice was the
+  // best or within 3 % at 15 of the 17 shapes measured; the exceptions, where fewer and wider
+  // tiles won, 32 x 1536 x 7168 (64 x 16: 57 against 66 for 64 x 48) and 96 x 4096 x 7168
+  // (64 x 64: 339 against 359 for 64 x 96).
   // Measured from K = 2048 (M <= 64: from 1024 in one wave, and beyond one wave from 2048); where
   // no 128-row tile fits in one wave at M > 64, the rules below.
   const int64_t tiles96 = count(96);

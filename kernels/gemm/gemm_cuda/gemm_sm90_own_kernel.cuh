@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include <cuda.h>  // CUtensorMap (types only: the driver's encoder is fetched at run time)
@@ -91,9 +92,19 @@ using WgmmaOp = typename WgmmaAtom<N>::type;
 // smaller row blocks avoid the cost of the TMA's out-of-bounds rows.
 // kMaxStages: the ring's stages if that many fit. 8 for the 128-row tiles (as measured through
 // run 15); 16 for the 64-row ones, whose stages are 10-25 KB: the ring DeepGEMM gives its small
-// tiles (16 against 8 was not measured).
-template <int BN, int kDBufs_, bool kTurns_, int kWaveN_ = BN, int BM = 128, int kMaxStages = 8>
+// tiles (against 8: the same within 2 % but at 16 x 7168 x 2048 and 32 x 7168 x 7168, 11 % and
+// 20 % ahead; RESULTS.md run 17a).
+// kPipe: two wgmma results in flight (math_tile): a k block's promotion overlaps the next k
+// block's wgmma, where otherwise each result is waited for and promoted before the next wgmma
+// starts. For one wave per k block and loops not unrolled by turns. The 64-row tiles take it,
+// 1-40 % faster at 16 shapes, ahead of DeepGEMM's 64-row kernels at most small-M shapes now, and
+// 128 x 64, 2 % behind to 15 % ahead (RESULTS.md run 17b). 128 x 96 stays unrolled: pipelined,
+// 0-8 % ahead at 11 of 14 shapes the table gives it, but 8 % behind at two of several waves
+// (1536 x 5120 x 7168 and 6144 x 1024 x 7168) and 1 % at a third (17g).
+template <int BN, int kDBufs_, bool kTurns_, int kWaveN_ = BN, int BM = 128, int kMaxStages = 8,
+          bool kPipe_ = false>
 struct TileConfig {
+  static constexpr bool kPipe = kPipe_;
   static constexpr int kBlockM = BM;
   static constexpr int kMathWgs = BM / 64;
   static constexpr int kThreads = 128 * (1 + kMathWgs);  // producer warpgroup + math warpgroups
@@ -127,6 +138,7 @@ struct TileConfig {
   static_assert(kWaveN % 16 == 0 && kWaveN <= 256 && BN % kWaveN == 0, "wgmma N");
   static_assert(kDBufs == 1 || kDBufs == 2, "one or two output buffers");
   static_assert(BM == 64 || BM == 128, "one or two math warpgroups");
+  static_assert(!kPipe_ || (!kTurns_ && kWaveN_ == BN), "pipelined k blocks: one wave, no turns");
   static_assert(kStages >= 3, "too few pipeline stages fit in shared memory");
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemDPerWg % 1024 == 0,
                 "128-byte swizzled tiles must stay 1024-byte aligned");
@@ -258,7 +270,6 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   float acc[kWaves * kAcc];  // wave w's values at w * kAcc
 #pragma unroll
   for (int i = 0; i < kWaves * kAcc; ++i) acc[i] = 0.f;
-  float tmp[kAcc];
 
   // wgmma descriptors: only the low word (the start address, in 16-byte units) changes between
   // stages and K steps, so it is one integer add from stage 0's. Read through a shuffle, stage 0's
@@ -271,71 +282,130 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   const uint64_t desc_a_hi = desc_a0 & ~uint64_t{0xffffffffu};
   const uint64_t desc_b_hi = desc_b0 & ~uint64_t{0xffffffffu};
 
-  // One k block at the ring position for_each_k_block passes in (a compile-time constant stage
-  // inside whole turns); it shadows the running stage and phase on purpose.
-  auto k_block = [&](int stage, uint32_t phase, int) {
-    mbarrier_wait(full0 + stage * 8, phase);
-    const uint32_t desc_a_lo = desc_a0_lo + stage * (Cfg::kSmemA >> 4);
-    const uint32_t desc_b_lo = desc_b0_lo + stage * (Cfg::kSmemB >> 4);
-    // Read all this warpgroup needs from the stage before it is released.
+  // The parts of a k block, shared by the two loops below. Each reads all this warpgroup needs
+  // from a stage before the stage is released: sc = {sa0, sa1, sb_lo, sb_hi}.
+  auto load_scales = [&](int stage, float (&sc)[4]) {
     const uint32_t scales = scales0 + stage * Cfg::kSmemScales;
-    float sa0, sa1, sb_lo, sb_hi;
     asm volatile("ld.shared.f32 %0, [%1];"
-                 : "=f"(sa0)
+                 : "=f"(sc[0])
                  : "r"(scales + 4 * (wg * 64 + row0))
                  : "memory");
     asm volatile("ld.shared.f32 %0, [%1];"
-                 : "=f"(sa1)
+                 : "=f"(sc[1])
                  : "r"(scales + 4 * (wg * 64 + row0 + 8))
                  : "memory");
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
-                 : "=f"(sb_lo), "=f"(sb_hi)
+                 : "=f"(sc[2]), "=f"(sc[3])
                  : "r"(scales + 4 * Cfg::kBlockM)
                  : "memory");
-
+  };
+  // Wave w's wgmma of the stage into t, committed as one group (not waited for).
+  auto issue = [&](int stage, int w, float* t) {
+    const uint32_t desc_a_lo = desc_a0_lo + stage * (Cfg::kSmemA >> 4);
+    const uint32_t desc_b_lo = desc_b0_lo + stage * (Cfg::kSmemB >> 4);
 #pragma unroll
-    for (int w = 0; w < kWaves; ++w) {
+    for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(t[i]);
+    cute::warpgroup_arrive();
 #pragma unroll
-      for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(tmp[i]);
-      cute::warpgroup_arrive();
+    for (int kk = 0; kk < kBlockK / 32; ++kk) {
+      // K step of 32 e4m3 = 32 bytes = 2 units of the descriptor's 16-byte address field; wave
+      // w's rows of the B tile start w * kWaveN rows (of 128 bytes) in.
+      wgmma_call<Op>(desc_a_hi | (desc_a_lo + 2 * kk),
+                     desc_b_hi | (desc_b_lo + w * (Cfg::kWaveN * kBlockK >> 4) + 2 * kk), t,
+                     kk == 0 ? cute::SM90::GMMA::ScaleOut::Zero : cute::SM90::GMMA::ScaleOut::One,
+                     std::make_index_sequence<kAcc>{});
+    }
+    cute::warpgroup_commit_batch();
+  };
+  // The stage's operands are consumed once its last wgmma is done: release it to the producer.
+  // Every thread arrives for its own reads (one lane per warp would do by the memory model after
+  // a __syncwarp, but compute-sanitizer's racecheck then reports the other lanes' reads as racing
+  // the producer's next writes: benchmarks/racecheck_repro.cu, RESULTS.md).
+  auto release = [&](int stage) { mbarrier_arrive(full0 + (Cfg::kStages + stage) * 8); };
+  // Promotion of wave w's finished result t into the accumulator. wgmma m64nNk32's result
+  // layout: value 4*j + {0,1} is (row0, 8*j + 2*(lane%4) + {0,1}), value 4*j + {2,3} is row0 + 8;
+  // so an 8-column chunk j lies wholly on one side of the b-scale boundary kSplit (a multiple of
+  // 16). The fence first: the reads of t stay after the wgmma wait that precedes the call.
+  auto promote = [&](int w, const float (&sc)[4], float* t) {
 #pragma unroll
-      for (int kk = 0; kk < kBlockK / 32; ++kk) {
-        // K step of 32 e4m3 = 32 bytes = 2 units of the descriptor's 16-byte address field; wave
-        // w's rows of the B tile start w * kWaveN rows (of 128 bytes) in.
-        wgmma_call<Op>(desc_a_hi | (desc_a_lo + 2 * kk),
-                       desc_b_hi | (desc_b_lo + w * (Cfg::kWaveN * kBlockK >> 4) + 2 * kk), tmp,
-                       kk == 0 ? cute::SM90::GMMA::ScaleOut::Zero
-                               : cute::SM90::GMMA::ScaleOut::One,
-                       std::make_index_sequence<kAcc>{});
-      }
-      cute::warpgroup_commit_batch();
-      cute::warpgroup_wait<0>();
+    for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(t[i]);
+    const float s00 = sc[0] * sc[2], s10 = sc[1] * sc[2];
+    const float s01 = sc[0] * sc[3], s11 = sc[1] * sc[3];
 #pragma unroll
-      for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(tmp[i]);
-      // The stage's operands are consumed once the last wave's wgmma is done: release it to the
-      // producer before promoting. Every thread arrives for its own reads (one lane per warp
-      // would do by the memory model after a __syncwarp, but compute-sanitizer's racecheck then
-      // reports the other lanes' reads as racing the producer's next writes:
-      // benchmarks/racecheck_repro.cu, RESULTS.md).
-      if (w == kWaves - 1) mbarrier_arrive(full0 + (Cfg::kStages + stage) * 8);
-
-      // Promotion. wgmma m64nNk32's result layout: value 4*j + {0,1} is (row0, 8*j + 2*(lane%4)
-      // + {0,1}), value 4*j + {2,3} is row0 + 8; so an 8-column chunk j lies wholly on one side
-      // of the b-scale boundary kSplit (a multiple of 16).
-      const float s00 = sa0 * sb_lo, s10 = sa1 * sb_lo;
-      const float s01 = sa0 * sb_hi, s11 = sa1 * sb_hi;
-#pragma unroll
-      for (int j = 0; j < kAcc / 4; ++j) {
-        const bool lo = w * Cfg::kWaveN + j * 8 < kSplit;
-        float* out = acc + w * kAcc + 4 * j;
-        out[0] += (lo ? s00 : s01) * tmp[4 * j + 0];
-        out[1] += (lo ? s00 : s01) * tmp[4 * j + 1];
-        out[2] += (lo ? s10 : s11) * tmp[4 * j + 2];
-        out[3] += (lo ? s10 : s11) * tmp[4 * j + 3];
-      }
+    for (int j = 0; j < kAcc / 4; ++j) {
+      const bool lo = w * Cfg::kWaveN + j * 8 < kSplit;
+      float* out = acc + w * kAcc + 4 * j;
+      out[0] += (lo ? s00 : s01) * t[4 * j + 0];
+      out[1] += (lo ? s00 : s01) * t[4 * j + 1];
+      out[2] += (lo ? s10 : s11) * t[4 * j + 2];
+      out[3] += (lo ? s10 : s11) * t[4 * j + 3];
     }
   };
-  for_each_k_block<Cfg::kStages, Cfg::kTurns>(num_k_blocks, stage, phase, k_block);
+
+  if constexpr (Cfg::kPipe) {
+    // Two results in flight: k block kb + 1's wgmma runs while kb's result is promoted, so a k
+    // block costs the longer of the two, not their sum (one math warpgroup has nothing else to
+    // overlap them with). Buffer b's stage and scales travel with it. The loop starts and ends
+    // with buffer 0 in flight and the tail drains both: with the pending groups the same on every
+    // path, ptxas can tell that no promotion reads a result still being written (otherwise it
+    // serializes every wgmma: its note C7514, tests/test_gemm_project.py).
+    float t[2][kAcc];
+    float sc[2][4];
+    int st[2];
+    auto start = [&](auto buffer) {  // a std::integral_constant
+      constexpr int b = decltype(buffer)::value;
+      mbarrier_wait(full0 + stage * 8, phase);
+      load_scales(stage, sc[b]);
+      issue(stage, 0, t[b]);
+      st[b] = stage;
+      advance<Cfg::kStages>(stage, phase);
+    };
+    auto finish = [&](auto buffer) {
+      constexpr int b = decltype(buffer)::value;
+      release(st[b]);
+      promote(0, sc[b], t[b]);
+    };
+    constexpr std::integral_constant<int, 0> b0{};
+    constexpr std::integral_constant<int, 1> b1{};
+    start(b0);
+    int kb = 0;
+    for (; kb + 2 < num_k_blocks; kb += 2) {
+      start(b1);
+      cute::warpgroup_wait<1>();
+      finish(b0);
+      start(b0);
+      cute::warpgroup_wait<1>();
+      finish(b1);
+    }
+    if (kb + 1 < num_k_blocks) {
+      start(b1);
+      cute::warpgroup_wait<1>();
+      finish(b0);
+      cute::warpgroup_wait<0>();
+      finish(b1);
+    } else {
+      cute::warpgroup_wait<0>();
+      finish(b0);
+    }
+  } else {
+    // One k block at the ring position for_each_k_block passes in (a compile-time constant stage
+    // inside whole turns); it shadows the running stage and phase on purpose. Each wave's result
+    // is waited for and promoted before the next wgmma starts.
+    float tmp[kAcc];
+    auto k_block = [&](int stage, uint32_t phase, int) {
+      mbarrier_wait(full0 + stage * 8, phase);
+      float sc[4];
+      load_scales(stage, sc);
+#pragma unroll
+      for (int w = 0; w < kWaves; ++w) {
+        issue(stage, w, tmp);
+        cute::warpgroup_wait<0>();
+        if (w == kWaves - 1) release(stage);
+        promote(w, sc, tmp);
+      }
+    };
+    for_each_k_block<Cfg::kStages, Cfg::kTurns>(num_k_blocks, stage, phase, k_block);
+  }
 
   // Epilogue: bf16 into this warpgroup's swizzled buffer d_buf, then TMA stores. The buffer is
   // free once the stores that last read it (kDBufs tiles ago) are done. stmatrix writes four
