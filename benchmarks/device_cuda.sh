@@ -3,8 +3,10 @@
 # its tests (SKIP_TESTS=1: not), then the stages MODE (first argument) names, or $STAGES
 # (space-separated):
 #   final    = sanitize bench: compute-sanitizer's memcheck, racecheck, synccheck and initcheck
-#              ($SANITIZE_TOOLS to choose), on $SANITIZE_KERNELS, then the benchmark (ours,
-#              cuBLAS, and DeepGEMM when DEEPGEMM names its source)
+#              ($SANITIZE_TOOLS to choose), on $SANITIZE_KERNELS (default: the table's choice,
+#              mma and every own_ configuration, up to ~8 minutes per tool: one or two tools per
+#              device call), then the benchmark (ours, cuBLAS, and DeepGEMM when DEEPGEMM names
+#              its source)
 #   explore  = explore ncu race: every configuration and tile order at every shape
 #              ($EXPLORE_SHAPES: M,N,K;... to choose them; $EXPLORE_CONFIGS, EXPLORE_ORDERS=0:
 #              see benchmarks/gemm_cuda.py), ncu profiles, the racecheck
@@ -92,10 +94,16 @@ if has sanitize; then
   # as child processes): outside the sanitizer, which otherwise found no process to attach to
   # within its launch timeout when racecheck came first (session 10, calls D and E).
   python3 -c "import gemm" || exit 1
+  # By default the table's choice, our mma.sync kernel and every configuration of our own sm_90a
+  # kernel (the "own_" entries of gemm_sm90_configs.h); about 25 s per kernel and tool (racecheck,
+  # the slowest: 12 calls in 20-22 s, session 10).
+  kernels=${SANITIZE_KERNELS:-"default mma $(sed -nE 's/^\s*X\((own_\w+)\).*/\1/p' \
+    kernels/gemm/gemm_cuda/gemm_sm90_configs.h | tr '\n' ' ')"}
+  limit=$((60 + 25 * $(wc -w <<< "$kernels")))
+  echo "sanitizers on: ${kernels% } (at most $limit s per tool)"
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
-    timeout 150 compute-sanitizer --tool $tool --launch-timeout 60 --error-exitcode 7 \
-      python3 benchmarks/sanitize_gemm.py ${SANITIZE_KERNELS:-default mma own_128x192 own_128x96 own_128x192_shortk own_128x96_shortk own_128x256 own_128x64 own_128x32 own_128x160 own_64x16 own_64x32 own_64x48 own_64x64 own_64x96 own_64x128} \
-      > /tmp/sanitizer-$tool.log 2>&1
+    timeout $limit compute-sanitizer --tool $tool --launch-timeout 60 --error-exitcode 7 \
+      python3 benchmarks/sanitize_gemm.py $kernels > /tmp/sanitizer-$tool.log 2>&1
     echo "compute-sanitizer $tool: exit $?," \
       "$(grep -c 'relative error' /tmp/sanitizer-$tool.log) checked calls;" \
       "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize_gemm: done' /tmp/sanitizer-$tool.log | tr '\n' ' ')"

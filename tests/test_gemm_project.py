@@ -17,6 +17,7 @@ from tests.conftest import REPO, BuildEnv, cuobjdump, requires_nvcc, requires_ro
 pytestmark = pytest.mark.compile
 
 GEMM = REPO / "kernels" / "gemm"
+CONFIGS_H = GEMM / "gemm_cuda" / "gemm_sm90_configs.h"
 
 
 def copy_gemm(tmp_path: Path) -> Path:
@@ -65,16 +66,26 @@ def test_gemm_cpu_build_passes_the_kernels_own_tests(tmp_path: Path, build_env: 
     result = run_kernel_tests(build_env, root)
     counts = summary(result.stdout.splitlines()[-1])
     assert result.returncode == 0, result.stdout[-3000:]
-    # Everything runs on the CPU but the CUDA-kernel choice and what is about the GPU: the random
-    # shapes and the run at the largest M, each for "default", "mma" and our sm_90a kernel's 15
-    # configurations (34), "mma" with infinite scales (1), three shapes with several tiles per SM
-    # for each of the 15 (45), the CUDA-graph capture (18 shapes) and the back-to-back calls of
-    # programmatic dependent launch (three kernels): 101 skips.
-    assert counts.get("failed", 0) == 0 and counts.get("skipped", 0) == 101, result.stdout[-3000:]
-    assert "GEMM_CUDA_KERNEL chooses between the CUDA build's kernels" in result.stdout
-    assert "M = 4194240 takes seconds on the CPU" in result.stdout
-    assert "CUDA graphs: the CUDA build on a CUDA device" in result.stdout
-    assert "programmatic dependent launch: the CUDA build on a CUDA device" in result.stdout
+    assert counts.get("failed", 0) == 0, result.stdout[-3000:]
+    # Everything runs on the CPU but what is about the GPU: every skip gives one of these reasons
+    # (pytest -rs: "SKIPPED [count] file:line: reason"), and they add up to all the skips.
+    skips: dict[str, int] = {}
+    for n, reason in re.findall(r"^SKIPPED \[(\d+)\] [^:]+:\d+: (.+)$", result.stdout, re.M):
+        skips[reason] = skips.get(reason, 0) + int(n)
+    assert sum(skips.values()) == counts.get("skipped", 0), result.stdout[-3000:]
+    own = re.findall(r"^\s*X\((own_\w+)\)", CONFIGS_H.read_text(), flags=re.MULTILINE)
+    assert len(own) >= 2, own
+    # The CUDA-kernel choice: the random shapes for "default", "mma" and each of our own sm_90a
+    # kernel's configurations, three shapes with several tiles per SM for each of those, and "mma"
+    # with infinite scales; the run at the largest M for "default", "mma" and each; the
+    # back-to-back calls of programmatic dependent launch (three kernels); the CUDA-graph shapes.
+    choice = "GEMM_CUDA_KERNEL chooses between the CUDA build's kernels"
+    largest_m = "M = 4194240 takes seconds on the CPU; the limit is about the GPU grids"
+    pdl = "programmatic dependent launch: the CUDA build on a CUDA device"
+    graphs = skips.pop("CUDA graphs: the CUDA build on a CUDA device", 0)
+    assert graphs >= 1, result.stdout[-3000:]
+    expected = {choice: (2 + len(own)) + 3 * len(own) + 1, largest_m: 2 + len(own), pdl: 3}
+    assert skips == expected, result.stdout[-3000:]
     assert counts["passed"] >= 20
 
 

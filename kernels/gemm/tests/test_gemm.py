@@ -5,6 +5,9 @@ Run after building: pip install --no-build-isolation -e kernels/gemm && pytest k
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import gemm
 import pytest
 import torch
@@ -12,24 +15,10 @@ from gemm.reference import dequantize
 from gemm.reference import gemm_reference as reference
 
 FP8_FORMATS = [torch.float8_e4m3fnuz, torch.float8_e4m3fn]
-# Our own sm_90a kernel's configurations (gemm_sm90_configs.h), each tested by name.
-OWN_KERNELS = [
-    "own_128x160",
-    "own_128x192",
-    "own_128x192_shortk",
-    "own_128x192_d2",
-    "own_128x96",
-    "own_128x96_shortk",
-    "own_128x256",
-    "own_128x64",
-    "own_128x32",
-    "own_64x16",
-    "own_64x32",
-    "own_64x48",
-    "own_64x64",
-    "own_64x96",
-    "own_64x128",
-]
+# Our own sm_90a kernel's configurations, each tested by name: the "own_" entries of the list the
+# build compiles (gemm_cuda/gemm_sm90_configs.h), read from it so that a new one is tested too.
+_CONFIGS_H = Path(__file__).resolve().parent.parent / "gemm_cuda" / "gemm_sm90_configs.h"
+OWN_KERNELS = re.findall(r"^\s*X\((own_\w+)\)", _CONFIGS_H.read_text(), flags=re.MULTILINE)
 
 
 def _device() -> str:
