@@ -106,10 +106,10 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // cycle, about 47, against the multiply-adds per SM and cycle our largest tiles run at, about
   // 2800), and the time goes as waves x that; the tile of least cost wins, on a tie the earlier in
   // the list (128 rows first: two math warpgroups). The L2 term is the cost DeepGEMM's heuristic
-  // minimises. Candidates: our 128 x 96 tiles, CUTLASS's 128 x 128, our 128 x 160, 128 x 192,
-  // 128 x 256 and 128 x 64, and the 64-row ones (one math warpgroup); 128 x 32 never costs less
-  // than 64 x 64. At M <= 64, 64-row tiles only: 128-row ones compute and store half their rows for
-  // nothing, which the cost does not see.
+  // minimises. Candidates: our 128 x 96 tiles (pipelined), CUTLASS's 128 x 128, our 128 x 160,
+  // 128 x 192, 128 x 256 and 128 x 64, and the 64-row ones (one math warpgroup); 128 x 32 never
+  // costs less than 64 x 64. At M <= 64, 64-row tiles only: 128-row ones compute and store half
+  // their rows for nothing, which the cost does not see.
   // The choice was the best measured, or within 3 %, at 51 of the 52 shapes of runs 16a-16k where
   // it was measured (graph replays, TFLOP/s). Against the table before (its choice as measured in
   // run 16): 257 vs 196 at 64 x 4096 x 7168 (64 x 32 against CUTLASS's 64 x 128
@@ -141,7 +141,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
     };
     // 128-row tiles first; M > 64 comes here from K = 2048 only (the 96-wide tiles' unrolled
     // build), M <= 64 takes the 64-row tiles alone.
-    constexpr Tile kTiles[] = {{128, 96, "own_128x96"},   {128, 128, "coop_128x128_c1x1"},
+    constexpr Tile kTiles[] = {{128, 96, "own_128x96_pipe"}, {128, 128, "coop_128x128_c1x1"},
                                {128, 160, "own_128x160"}, {128, 192, "own_128x192"},
                                {128, 256, "own_128x256"}, {128, 64, "own_128x64"},
                                {64, 16, "own_64x16"},     {64, 32, "own_64x32"},
@@ -188,8 +188,17 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   //   (CUTLASS cooperative 128 x 128) at 1024 x 1536 x 7168 (128 tiles), 138 vs 125 at 128 x 1536
   //   (16 tiles), 1073-1097 vs 957-966 (1075 stream-K) at 1024 x 4608 (384 tiles, 97 % full).
   //   (At long K where some 128-row tile fits in one wave, the few-tiles rule above comes first.)
-  if (tiles96 <= sms || full(tiles96) >= 0.95)
-    return index_of(k >= 2048 ? "own_128x96" : "own_128x96_shortk");
+  //   In up to three waves their k blocks pipelined (the few-tiles rule's 128 x 96 too, which
+  //   never makes more): -1 % to +15 %, +2 % at the median, at the 22 such shapes of RESULTS.md
+  //   17g and 17i (1116 vs 1083 at 1024 x 1536 x 7168, 1134 vs 983 at 1536 x 1024 x 7168);
+  //   in four or more, unrolled by turns, ahead at six of nine shapes: 1096 vs 967 at
+  //   1536 x 7168 x 7168, 1034 vs 915 at 6144 x 1024 x 7168, 1132 vs 1027 at 1536 x 5120 x 7168
+  //   (behind at K = 2048 and 4096 at three: 1076 vs 996 at 1536 x 7168 x 2048, 1095 vs 911 at
+  //   6144 x 1024 x 4096, 1053 vs 1018 at 1536 x 5120 x 2048).
+  if (tiles96 <= sms || full(tiles96) >= 0.95) {
+    if (k < 2048) return index_of("own_128x96_shortk");
+    return index_of(waves(tiles96) <= 3 ? "own_128x96_pipe" : "own_128x96");
+  }
   // - Otherwise CUTLASS's 128 x 128 tiles, data-parallel (1024 x 2048: 128 tiles, where 96s and
   //   192s are two-thirds full). Stream-K, which splits K so that every SM gets the same work,
   //   lost at every shape measured that reaches this rule: 1057 vs 1101 at 512 x 7168 x 7168,

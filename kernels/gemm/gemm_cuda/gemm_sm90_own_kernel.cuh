@@ -98,9 +98,9 @@ using WgmmaOp = typename WgmmaAtom<N>::type;
 // block's wgmma, where otherwise each result is waited for and promoted before the next wgmma
 // starts. For one wave per k block and loops not unrolled by turns. The 64-row tiles take it,
 // 1-40 % faster at 16 shapes, ahead of DeepGEMM's 64-row kernels at most small-M shapes now, and
-// 128 x 64, 2 % behind to 15 % ahead (RESULTS.md run 17b). 128 x 96 stays unrolled: pipelined,
-// 0-8 % ahead at 11 of 14 shapes the table gives it, but 8 % behind at two of several waves
-// (1536 x 5120 x 7168 and 6144 x 1024 x 7168) and 1 % at a third (17g).
+// 128 x 64, 2 % behind to 15 % ahead (RESULTS.md run 17b). 128 x 96 is built both ways: pipelined
+// it is -1 % to +15 % in up to three waves, but up to 12 % behind the loops unrolled by turns in
+// more, where their throughput counts (17g, 17i; the table takes each where it is ahead).
 template <int BN, int kDBufs_, bool kTurns_, int kWaveN_ = BN, int BM = 128, int kMaxStages = 8,
           bool kPipe_ = false>
 struct TileConfig {

@@ -344,11 +344,11 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
 ):
     """On an H100 "default" is what the dispatch table picks, "mma" our mma.sync kernel,
     "own_128x192" (and "_d2", its double-buffered output) and "own_128x96" (each also "_shortk",
-    its k-block loops not unrolled, launched with programmatic dependent launch) our TMA + wgmma
-    kernel, with "own_128x256" (two 128-column waves per k block), "own_128x160", "own_128x64",
-    "own_128x32" and the 64-row tiles (one math warpgroup): its 256-, 192-, 160- and 96-column
-    tiles straddle b's 128-column scale blocks and overhang N at most of these N, and most M leave
-    64-row tiles part empty."""
+    its k-block loops not unrolled, launched with programmatic dependent launch; "own_128x96_pipe"
+    its k blocks pipelined) our TMA + wgmma kernel, with "own_128x256" (two 128-column waves per
+    k block), "own_128x160", "own_128x64", "own_128x32" and the 64-row tiles (one math
+    warpgroup): its 256-, 192-, 160- and 96-column tiles straddle b's 128-column scale blocks and
+    overhang N at most of these N, and most M leave 64-row tiles part empty."""
     if gemm.backend != "cuda":  # "default" too: the shapes are about the CUDA kernels' tiles
         pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
     use_cuda_kernel(kernel, monkeypatch)
@@ -426,8 +426,9 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     ("m", "n", "k"),
     # On an H100 these take each branch of gemm_sm90.cu's table: at short K our own 96-wide
     # tiles (M = 130 also pads a_scale) and 192-wide ones, both with programmatic dependent
-    # launch; at longer K the 192-wide ones without and with the unrolled turns, the 96-wide ones,
-    # CUTLASS's 128 x 128 tiles in one wave and in several, the 128 x 256 tiles, and for small M
+    # launch; at longer K the 192-wide ones without and with the unrolled turns, the 96-wide ones
+    # pipelined (three waves) and unrolled (four), CUTLASS's 128 x 128 tiles in one wave and in
+    # several, the 128 x 256 tiles, and for small M
     # the few-tiles rule's 64 x 32 (M = 32 and 128), 128 x 64, 64 x 16, 64 x 64, 64 x 128, 64 x 48,
     # 64 x 96, 128 x 192 (one wave of them, where the 192-wide rule below wants fuller waves) and
     # 128 x 160.
@@ -440,6 +441,8 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
         (1024, 2048, 1024),
         (1024, 7168, 1024),
         (3072, 4096, 2048),
+        (1024, 4608, 2048),
+        (6144, 1024, 2048),
         (32, 4096, 2048),
         (128, 2048, 4096),
         (256, 4096, 4096),
