@@ -139,8 +139,8 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
       int64_t rows, cols;
       const char* name;
     };
-    // 128-row tiles first; M > 64 comes here from K = 2048 only (the 96-wide tiles' unrolled
-    // build), M <= 64 takes the 64-row tiles alone.
+    // 128-row tiles first; M > 64 comes here from K = 2048 only (the 96-wide tiles' long-K
+    // builds), M <= 64 takes the 64-row tiles alone.
     constexpr Tile kTiles[] = {{128, 96, "own_128x96_pipe"}, {128, 128, "coop_128x128_c1x1"},
                                {128, 160, "own_128x160"}, {128, 192, "own_128x192"},
                                {128, 256, "own_128x256"}, {128, 64, "own_128x64"},
