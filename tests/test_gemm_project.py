@@ -17,7 +17,12 @@ from tests.conftest import REPO, BuildEnv, cuobjdump, requires_nvcc, requires_ro
 pytestmark = pytest.mark.compile
 
 GEMM = REPO / "kernels" / "gemm"
-CONFIGS_H = GEMM / "gemm_cuda" / "gemm_sm90_configs.h"
+
+
+def sm90_configs() -> list[str]:
+    """The configurations the sm_90a build compiles: the X(name) entries of gemm_sm90_configs.h."""
+    text = (GEMM / "gemm_cuda" / "gemm_sm90_configs.h").read_text()
+    return re.findall(r"^\s*X\((\w+)\)", text, flags=re.MULTILINE)
 
 
 def copy_gemm(tmp_path: Path) -> Path:
@@ -73,7 +78,7 @@ def test_gemm_cpu_build_passes_the_kernels_own_tests(tmp_path: Path, build_env: 
     for n, reason in re.findall(r"^SKIPPED \[(\d+)\] [^:]+:\d+: (.+)$", result.stdout, re.M):
         skips[reason] = skips.get(reason, 0) + int(n)
     assert sum(skips.values()) == counts.get("skipped", 0), result.stdout[-3000:]
-    own = re.findall(r"^\s*X\((own_\w+)\)", CONFIGS_H.read_text(), flags=re.MULTILINE)
+    own = [c for c in sm90_configs() if c.startswith("own_")]
     assert len(own) >= 2, own
     # The CUDA-kernel choice: the random shapes for "default", "mma" and each of our own sm_90a
     # kernel's configurations, three shapes with several tiles per SM for each of those, and "mma"
@@ -147,8 +152,7 @@ def test_gemm_cuda_build_has_the_cutlass_kernel_for_sm90a_only_and_imports(
     ]
     # gemm_cuda (our mma.sync kernel) for 8.9 and 9.0a; gemm_sm90 (CUTLASS, one translation unit
     # per configuration; our own kernel's, one translation unit per tile width) for 9.0a alone.
-    configs_h = (GEMM / "gemm_cuda" / "gemm_sm90_configs.h").read_text()
-    configs = re.findall(r"^  X\((\w+)\)", configs_h, flags=re.MULTILINE)
+    configs = sm90_configs()
     ours = [c for c in configs if c.startswith("own_")]
     assert len(configs) - len(ours) >= 2 and ours, configs
     assert sorted(mma) == ["sm_89", "sm_90a"], cubins
