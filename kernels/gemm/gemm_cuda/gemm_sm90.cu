@@ -96,7 +96,11 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // launched with programmatic dependent launch, so that a call's set-up overlaps the end of the
   // kernel before it: 1-13 % more at each of these shapes (RESULTS.md run 15b; 426 vs 392 at
   // 1024 x 7168 x 256, 616 vs 580 at K = 512, 964 vs 925 at 6144 x 7168 x 512).
-  if (k <= 768)
+  // M <= 64 goes to the few-tiles rule's 64-row tiles instead, at short K too: ahead of the
+  // 96-wide ones at 10 of 13 shapes measured, by up to 19 % (197 vs 187 at 64 x 32768 x 512,
+  // 81 vs 69 at 32 x 16384 x 512, 110 vs 97 at 64 x 7168 x 512, 192 vs 161 at
+  // 64 x 16384 x 768), equal at one, 3-4 % behind at two (RESULTS.md 18b, 18c).
+  if (k <= 768 && m > 64)
     return index_of(count(128) >= 4 * sms ? "own_128x192_shortk" : "own_128x96_shortk");
   // Few tiles: long K where some 128-row tile fits in one wave. Each tile streams (rows + columns)
   // x K bytes of A and B through L2 into its SM, and with few rows that traffic, not the math, sets
@@ -106,10 +110,10 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // cycle, about 47, against the multiply-adds per SM and cycle our largest tiles run at, about
   // 2800), and the time goes as waves x that; the tile of least cost wins, on a tie the earlier in
   // the list (128 rows first: two math warpgroups). The L2 term is the cost DeepGEMM's heuristic
-  // minimises. Candidates: our 128 x 96 tiles (pipelined), CUTLASS's 128 x 128, our 128 x 160,
-  // 128 x 192, 128 x 256 and 128 x 64, and the 64-row ones (one math warpgroup); 128 x 32 never
-  // costs less than 64 x 64. At M <= 64, 64-row tiles only: 128-row ones compute and store half
-  // their rows for nothing, which the cost does not see.
+  // minimises. Candidates: our 128 x 96 and 128 x 112 tiles (pipelined), CUTLASS's 128 x 128, our
+  // 128 x 160, 128 x 192, 128 x 256 and 128 x 64, and the 64-row ones (one math warpgroup);
+  // 128 x 32 never costs less than 64 x 64. At M <= 64, 64-row tiles only: 128-row ones compute
+  // and store half their rows for nothing, which the cost does not see.
   // The choice was the best measured, or within 3 %, at 51 of the 52 shapes of runs 16a-16k where
   // it was measured (graph replays, TFLOP/s). Against the table before (its choice as measured in
   // run 16): 257 vs 196 at 64 x 4096 x 7168 (64 x 32 against CUTLASS's 64 x 128
@@ -129,19 +133,35 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // best or within 3 % at 15 of the 17 shapes measured; the exceptions, where fewer and wider
   // tiles won, 32 x 1536 x 7168 (64 x 16: 57 against 66 for 64 x 48) and 96 x 4096 x 7168
   // (64 x 64: 339 against 359 for 64 x 96).
-  // Measured from K = 2048 (M <= 64: from 1024 in one wave, and beyond one wave from 2048); where
-  // no 128-row tile fits in one wave at M > 64, the rules below.
+  // Measured from K = 2048 (M <= 64: up to 768, from 1024 in one wave, and beyond one wave from
+  // 2048); where no 128-row tile fits in one wave at M > 64, the rules below.
+  // Also 64-row tiles alone at 128 < M <= 192, where the second 128-row block is at least half
+  // empty: the 128-row tiles ran 65-75 % as fast per useful row as at M = 256, and 64-row ones
+  // were ahead at five of six shapes, by up to 23 % (875 vs 713 at 192 x 16384 x 7168, 755 vs 687
+  // at 192 x 7168 x 7168, 667 vs 568 at 192 x 6144 x 7168; 3 % behind at 192 x 6144 x 2048). At
+  // M = 320 (a sixth of the rows empty) they were ahead at four of nine and up to 9 % behind
+  // (RESULTS.md 18b, 18c): there the cost decides.
+  // Our 128 x 112 tiles (pipelined k blocks): 128 of them are one full wave at N = 7168 (M = 256)
+  // and 3584 (M = 512), where CUTLASS's 128 x 128 makes 112: 991 vs 933 at 256 x 7168 x 7168,
+  // 1149 vs 1041 at 512 x 3584, 1227 vs 1110 at 1024 x 3584 (two waves), 1130 vs 980 at
+  // 640 x 5120 x 7168 (ahead at all 16 shapes measured where the table takes them, by 3-15 %;
+  // RESULTS.md 18a-18d). Not at M <= 320 where the last 128-row block is at most half full:
+  // 737-750 vs 843-848 (CUTLASS's 128 x 128) at 320 x 4608 x 7168, 693 vs 722 at K = 4096, 645 vs
+  // 687 at 192 x 7168 x 7168 (at M = 448 they are ahead again: 807 vs 725 at 448 x 7168 x 2048).
   const int64_t tiles96 = count(96);
-  const bool few_tiles = m <= 64 ? k >= 2048 || (k >= 1024 && tiles96 <= sms)
+  const bool few_tiles = m <= 64 ? k <= 768 || k >= 2048 || (k >= 1024 && tiles96 <= sms)
                                  : k >= 2048 && count(256) <= sms;
+  const bool rows64_only = m <= 64 || (m > 128 && m <= 192);
+  const bool half_empty_block = m <= 320 && m % 128 != 0 && m % 128 <= 64;
   if (few_tiles) {
     struct Tile {
       int64_t rows, cols;
       const char* name;
     };
     // 128-row tiles first; M > 64 comes here from K = 2048 only (the 96-wide tiles' long-K
-    // builds), M <= 64 takes the 64-row tiles alone.
-    constexpr Tile kTiles[] = {{128, 96, "own_128x96_pipe"}, {128, 128, "coop_128x128_c1x1"},
+    // builds), M <= 64 and 128 < M <= 192 take the 64-row tiles alone.
+    constexpr Tile kTiles[] = {{128, 96, "own_128x96_pipe"}, {128, 112, "own_128x112_pipe"},
+                               {128, 128, "coop_128x128_c1x1"},
                                {128, 160, "own_128x160"}, {128, 192, "own_128x192"},
                                {128, 256, "own_128x256"}, {128, 64, "own_128x64"},
                                {64, 16, "own_64x16"},     {64, 32, "own_64x32"},
@@ -150,7 +170,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
     const Tile* best = nullptr;
     int64_t best_cost = 0;
     for (const Tile& t : kTiles) {
-      if (m <= 64 && t.rows > 64) continue;
+      if ((rows64_only && t.rows > 64) || (half_empty_block && t.cols == 112)) continue;
       const int64_t per_tile = std::max<int64_t>(64 * (t.rows + t.cols), t.rows * t.cols);
       const int64_t cost = waves(count(t.cols, t.rows)) * per_tile;
       if (best == nullptr || cost < best_cost) {
@@ -199,12 +219,28 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
     if (k < 2048) return index_of("own_128x96_shortk");
     return index_of(waves(tiles96) <= 3 ? "own_128x96_pipe" : "own_128x96");
   }
-  // - Otherwise CUTLASS's 128 x 128 tiles, data-parallel (1024 x 2048: 128 tiles, where 96s and
-  //   192s are two-thirds full). Stream-K, which splits K so that every SM gets the same work,
-  //   lost at every shape measured that reaches this rule: 1057 vs 1101 at 512 x 7168 x 7168,
-  //   1009 vs 1105 at 768 x 7168, 1070 vs 1085 at 1024 x 7168 (RESULTS.md run 12). It won only at
-  //   1024 x 4608 x 7168 (1056 vs 938, its last wave 18 % full), which the 96-wide rule takes.
-  return index_of("coop_128x128_c1x1");
+  // - Otherwise the 128-row tiles whose waves hold the fewest columns (a wave of any of them
+  //   takes about as long per column): CUTLASS's 128 x 128 (data-parallel; 1024 x 2048: 128
+  //   tiles, where 96s and 192s are two-thirds full), our 128 x 112 (pipelined, in up to three
+  //   waves) or our 128 x 160, on a tie the earlier. Against CUTLASS's 128 x 128, the table's
+  //   choice at all of these through run 17 (RESULTS.md 18b, 18d): 128 x 160 963 vs 774 at
+  //   640 x 7168 x 2048, 1110 vs 894 at K = 7168, 1135 vs 1025 at 1024 x 7168 x 7168 (3 waves
+  //   against 4), 1060 vs 913 at 1536 x 4608 x 2048, 1204 vs 1019 at 1024 x 5120 x 4096; 128 x 112
+  //   1180 vs 1050 at 768 x 7168 x 7168 (3 waves, 97 % full, against 3 of 85 %), 903 vs 810 at
+  //   768 x 4608 x 2048. Stream-K, which splits K so that every SM gets the same work, lost at
+  //   every shape measured that reaches this rule: 1057 vs 1101 at 512 x 7168 x 7168, 1009 vs 1105
+  //   at 768 x 7168, 1070 vs 1085 at 1024 x 7168 (RESULTS.md run 12; 1079 vs 1135 for 128 x 160 in
+  //   18d). It won only at 1024 x 4608 x 7168 (1056 vs 938, its last wave 18 % full), which the
+  //   96-wide rule takes.
+  //   Measured from K = 2048; below it, CUTLASS's 128 x 128 as through run 17.
+  const char* pick = "coop_128x128_c1x1";
+  int64_t least = waves(count(128)) * 128;
+  if (k >= 2048 && waves(count(112)) <= 3 && waves(count(112)) * 112 < least) {
+    pick = "own_128x112_pipe";
+    least = waves(count(112)) * 112;
+  }
+  if (k >= 2048 && waves(count(160)) * 160 < least) pick = "own_128x160";
+  return index_of(pick);
 }
 
 extern "C" size_t gemm_sm90_workspace_bytes(int config, Sm90Order order, int64_t m, int64_t n,

@@ -56,7 +56,8 @@ struct Problem {
   X(own_64x48)                       \
   X(own_64x64)                       \
   X(own_64x96)                       \
-  X(own_64x128)
+  X(own_64x128)                      \
+  X(own_128x112_pipe)
 
 #define GEMM_SM90_DECLARE(NAME)                                       \
   size_t workspace_bytes_##NAME(const Problem& p);                    \

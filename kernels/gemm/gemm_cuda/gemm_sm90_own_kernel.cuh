@@ -55,9 +55,9 @@ constexpr uint64_t kEvictNormal = 0x1000000000000000ull;
 constexpr int kGroupM = 8;             // tiles are walked in groups of 8 row blocks (L2 reuse)
 
 // The wgmma atom 64 x N x 32 (e4m3 x e4m3 -> f32, both operands K-major in shared memory), as
-// CuTe's selector names it for an N-wide wave (MMA_64xNx32_F32E4M3E4M3_SS_TN). N = 48 and 160 are
-// among the shapes CuTe keeps apart, in mma_sm90_gmma_ext.hpp, which its selector offers only
-// under CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED: named here instead.
+// CuTe's selector names it for an N-wide wave (MMA_64xNx32_F32E4M3E4M3_SS_TN). N = 48, 112 and
+// 160 are among the shapes CuTe keeps apart, in mma_sm90_gmma_ext.hpp, which its selector offers
+// only under CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED: named here instead.
 template <int N>
 struct WgmmaAtom {
   using type = decltype(cute::SM90::GMMA::ss_op_selector<
@@ -67,6 +67,10 @@ struct WgmmaAtom {
 template <>
 struct WgmmaAtom<48> {
   using type = cute::SM90::GMMA::MMA_64x48x32_F32E4M3E4M3_SS_TN<>;
+};
+template <>
+struct WgmmaAtom<112> {
+  using type = cute::SM90::GMMA::MMA_64x112x32_F32E4M3E4M3_SS_TN<>;
 };
 template <>
 struct WgmmaAtom<160> {

@@ -346,9 +346,9 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
     "own_128x192" (and "_d2", its double-buffered output) and "own_128x96" (each also "_shortk",
     its k-block loops not unrolled, launched with programmatic dependent launch; "own_128x96_pipe"
     its k blocks pipelined) our TMA + wgmma kernel, with "own_128x256" (two 128-column waves per
-    k block), "own_128x160", "own_128x64", "own_128x32" and the 64-row tiles (one math
-    warpgroup): its 256-, 192-, 160- and 96-column tiles straddle b's 128-column scale blocks and
-    overhang N at most of these N, and most M leave 64-row tiles part empty."""
+    k block), "own_128x160", "own_128x112_pipe", "own_128x64", "own_128x32" and the 64-row tiles
+    (one math warpgroup): its 256-, 192-, 160-, 112- and 96-column tiles straddle b's 128-column
+    scale blocks and overhang N at most of these N, and most M leave 64-row tiles part empty."""
     if gemm.backend != "cuda":  # "default" too: the shapes are about the CUDA kernels' tiles
         pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
     use_cuda_kernel(kernel, monkeypatch)
@@ -431,7 +431,9 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     # several, the 128 x 256 tiles, and for small M
     # the few-tiles rule's 64 x 32 (M = 32 and 128), 128 x 64, 64 x 16, 64 x 64, 64 x 128, 64 x 48,
     # 64 x 96, 128 x 192 (one wave of them, where the 192-wide rule below wants fuller waves) and
-    # 128 x 160.
+    # 128 x 160; our 128 x 112 tiles in one wave (few tiles) and in three (M = 768), 128 x 160 in
+    # three where CUTLASS's 128 x 128 makes four, 64 x 96 at M = 192 (no 128-row tiles there) and
+    # 64 x 128 at M = 64 with short K.
     [
         (130, 384, 512),
         (2048, 4608, 512),
@@ -453,6 +455,11 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
         (320, 2048, 4096),
         (320, 7168, 2048),
         (512, 5120, 2048),
+        (256, 7168, 2048),
+        (768, 4608, 2048),
+        (1024, 7168, 2048),
+        (192, 6144, 2048),
+        (64, 16384, 512),
     ],
 )
 def test_cuda_graph_replays_the_op_on_new_inputs(device: str, m: int, n: int, k: int):
