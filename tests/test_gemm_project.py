@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -192,3 +194,67 @@ def test_ptxas_keeps_our_own_kernels_wgmma_asynchronous(unit: str, tmp_path: Pat
     kernels = re.findall(r"Compiling entry function '(\w+)'", result.stderr)
     assert kernels, result.stderr[-3000:]  # the report this test reads is there
     assert "C7514" not in result.stderr and "C7517" not in result.stderr, result.stderr[-3000:]
+
+
+@requires_nvcc
+def test_sm90_table_sends_the_graph_shapes_down_every_branch(tmp_path: Path) -> None:
+    """The CUDA-graph test of the kernel project (kernels/gemm/tests/test_gemm.py) says its shapes
+    take each branch of gemm_sm90.cu's table on an H100, so that every configuration the table
+    can return is captured and replayed there. Checked here without a GPU: the table compiled for
+    the host with stand-ins for the kernels (no device: the H100's 132 SMs), asked for each graph
+    shape, must return every configuration named in the table's body."""
+    gemm_cuda = GEMM / "gemm_cuda"
+    tree = ast.parse((GEMM / "tests" / "test_gemm.py").read_text())
+    graph_test = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and node.name == "test_cuda_graph_replays_the_op_on_new_inputs"
+    )
+    parametrize = graph_test.decorator_list[0]
+    assert isinstance(parametrize, ast.Call)
+    shapes = ast.literal_eval(parametrize.args[1])
+    source = (gemm_cuda / "gemm_sm90.cu").read_text()
+    start, end = source.index("int gemm_sm90_choose("), source.index("gemm_sm90_workspace_bytes")
+    table = source[start:end]
+    returnable = set(re.findall(r'"(\w+)"', table)) & set(sm90_configs())
+    assert len(returnable) >= 10, returnable  # the pattern still finds the table's names
+
+    (tmp_path / "stubs.cu").write_text(
+        '#include "gemm_sm90_configs.h"\n'
+        "namespace fp8gemm::sm90 {\n"
+        "#define STUB(NAME)                                                       \\\n"
+        "  size_t workspace_bytes_##NAME(const Problem&) { return 0; }            \\\n"
+        "  cudaError_t run_##NAME(const Problem&, void*, cudaStream_t) { return cudaSuccess; }\n"
+        "GEMM_SM90_CONFIGS(STUB)\n"
+        "}\n"
+    )
+    (tmp_path / "ask.cu").write_text(
+        "#include <cstdio>\n"
+        '#include "gemm_sm90.h"\n'
+        "int main() {\n"
+        "  long m, n, k;\n"
+        '  while (std::scanf("%ld %ld %ld", &m, &n, &k) == 3) {\n'
+        "    Sm90Order order;\n"
+        '    std::printf("%s\\n", gemm_sm90_config_name(gemm_sm90_choose(m, n, k, &order)));\n'
+        "  }\n"
+        "}\n"
+    )
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    built = subprocess.run(
+        [nvcc, "-std=c++17", f"-I{gemm_cuda}", f"-I{GEMM}", str(tmp_path / "stubs.cu"),
+         str(tmp_path / "ask.cu"), str(gemm_cuda / "gemm_sm90.cu"), "-o", str(tmp_path / "ask")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    asked = subprocess.run(
+        [str(tmp_path / "ask")],
+        input="".join(f"{m} {n} {k}\n" for m, n, k in shapes),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert asked.returncode == 0, asked.stderr
+    chosen = asked.stdout.split()
+    assert len(chosen) == len(shapes), asked.stdout
+    assert returnable <= set(chosen), sorted(returnable - set(chosen))

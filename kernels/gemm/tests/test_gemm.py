@@ -431,8 +431,9 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     # several, the 128 x 256 tiles, and for small M
     # the few-tiles rule's 64 x 32 (M = 32 and 128), 128 x 64, 64 x 16, 64 x 64, 64 x 128, 64 x 48,
     # 64 x 96, 128 x 192 (one wave of them, where the 192-wide rule below wants fuller waves) and
-    # 128 x 160; our 128 x 112 tiles in one wave (few tiles) and in three (M = 768), 128 x 160 in
-    # three where CUTLASS's 128 x 128 makes four, 64 x 96 at M = 192 (no 128-row tiles there) and
+    # 128 x 160; our 128 x 112 tiles in one wave and in two (the few-tiles rule) and in three
+    # (768 x 7168, where CUTLASS's 128 x 128 would be three less full waves), 128 x 160 in three
+    # where CUTLASS's 128 x 128 makes four, 64 x 96 at M = 192 (no 128-row tiles there) and
     # 64 x 128 at M = 64 with short K.
     [
         (130, 384, 512),
@@ -457,6 +458,7 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
         (512, 5120, 2048),
         (256, 7168, 2048),
         (768, 4608, 2048),
+        (768, 7168, 2048),
         (1024, 7168, 2048),
         (192, 6144, 2048),
         (64, 16384, 512),
