@@ -151,16 +151,17 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   const int64_t tiles96 = count(96);
   const bool few_tiles = m <= 64 ? k <= 768 || k >= 2048 || (k >= 1024 && tiles96 <= sms)
                                  : k >= 2048 && count(256) <= sms;
-  const bool rows64_only = m <= 64 || (m > 128 && m <= 192);
-  const bool half_empty_block = m <= 320 && m % 128 != 0 && m % 128 <= 64;
   if (few_tiles) {
+    const bool rows64_only = m <= 64 || (m > 128 && m <= 192);
+    const bool half_empty_block = m <= 320 && m % 128 != 0 && m % 128 <= 64;
     struct Tile {
       int64_t rows, cols;
       const char* name;
+      bool half_empty_block_too = true;  // a candidate where the last 128-row block is half empty
     };
     // 128-row tiles first; M > 64 comes here from K = 2048 only (the 96-wide tiles' long-K
     // builds), M <= 64 and 128 < M <= 192 take the 64-row tiles alone.
-    constexpr Tile kTiles[] = {{128, 96, "own_128x96_pipe"}, {128, 112, "own_128x112_pipe"},
+    constexpr Tile kTiles[] = {{128, 96, "own_128x96_pipe"}, {128, 112, "own_128x112_pipe", false},
                                {128, 128, "coop_128x128_c1x1"},
                                {128, 160, "own_128x160"}, {128, 192, "own_128x192"},
                                {128, 256, "own_128x256"}, {128, 64, "own_128x64"},
@@ -170,7 +171,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
     const Tile* best = nullptr;
     int64_t best_cost = 0;
     for (const Tile& t : kTiles) {
-      if ((rows64_only && t.rows > 64) || (half_empty_block && t.cols == 112)) continue;
+      if ((rows64_only && t.rows > 64) || (half_empty_block && !t.half_empty_block_too)) continue;
       const int64_t per_tile = std::max<int64_t>(64 * (t.rows + t.cols), t.rows * t.cols);
       const int64_t cost = waves(count(t.cols, t.rows)) * per_tile;
       if (best == nullptr || cost < best_cost) {
@@ -233,13 +234,15 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   //   18d). It won only at 1024 x 4608 x 7168 (1056 vs 938, its last wave 18 % full), which the
   //   96-wide rule takes.
   //   Measured from K = 2048; below it, CUTLASS's 128 x 128 as through run 17.
+  if (k < 2048) return index_of("coop_128x128_c1x1");
+  const int64_t waves112 = waves(count(112));
   const char* pick = "coop_128x128_c1x1";
   int64_t least = waves(count(128)) * 128;
-  if (k >= 2048 && waves(count(112)) <= 3 && waves(count(112)) * 112 < least) {
+  if (waves112 <= 3 && waves112 * 112 < least) {
     pick = "own_128x112_pipe";
-    least = waves(count(112)) * 112;
+    least = waves112 * 112;
   }
-  if (k >= 2048 && waves(count(160)) * 160 < least) pick = "own_128x160";
+  if (waves(count(160)) * 160 < least) pick = "own_128x160";
   return index_of(pick);
 }
 
