@@ -106,7 +106,8 @@ def cuobjdump() -> str | None:
     return None
 
 
+# nvcc on PATH, else where the CUDA toolkit installs it.
+NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 requires_nvcc = pytest.mark.skipif(
-    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
-    reason="no nvcc (install the CUDA toolkit)",
+    not Path(NVCC).exists(), reason="no nvcc (install the CUDA toolkit)"
 )

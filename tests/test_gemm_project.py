@@ -14,7 +14,7 @@ import pytest
 
 from build2cmake.api import generate_torch
 from build2cmake.offload import hip_bundles
-from tests.conftest import REPO, BuildEnv, cuobjdump, requires_nvcc, requires_rocm_toolchain
+from tests.conftest import NVCC, REPO, BuildEnv, cuobjdump, requires_nvcc, requires_rocm_toolchain
 
 pytestmark = pytest.mark.compile
 
@@ -182,10 +182,9 @@ def test_ptxas_keeps_our_own_kernels_wgmma_asynchronous(unit: str, tmp_path: Pat
     import cutlass_library
 
     cutlass = Path(cutlass_library.__file__).parent / "source" / "include"
-    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     source = GEMM / "gemm_cuda" / unit
     result = subprocess.run(
-        [nvcc, "-cubin", "-arch=sm_90a", "-O3", "-std=c++17", "--expt-relaxed-constexpr",
+        [NVCC, "-cubin", "-arch=sm_90a", "-O3", "-std=c++17", "--expt-relaxed-constexpr",
          f"-I{cutlass}", f"-I{source.parent}", f"-I{GEMM}", "-Xptxas=-v", str(source),
          "-o", str(tmp_path / "unit.cubin")],
         capture_output=True, text=True,
@@ -240,9 +239,8 @@ def test_sm90_table_sends_the_graph_shapes_down_every_branch(tmp_path: Path) -> 
         "  }\n"
         "}\n"
     )
-    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     built = subprocess.run(
-        [nvcc, "-std=c++17", f"-I{gemm_cuda}", f"-I{GEMM}", str(tmp_path / "stubs.cu"),
+        [NVCC, "-std=c++17", f"-I{gemm_cuda}", f"-I{GEMM}", str(tmp_path / "stubs.cu"),
          str(tmp_path / "ask.cu"), str(gemm_cuda / "gemm_sm90.cu"), "-o", str(tmp_path / "ask")],
         capture_output=True, text=True,
     )  # fmt: skip

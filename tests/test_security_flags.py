@@ -23,7 +23,7 @@ import pytest
 from build2cmake.api import generate_torch, validate
 from build2cmake.config.flags import flag_problem
 from build2cmake.errors import BuildConfigError
-from tests.conftest import requires_nvcc, requires_rocm_toolchain
+from tests.conftest import NVCC, requires_nvcc, requires_rocm_toolchain
 from tests.security import Scene, assert_one_user_error, cli, state
 from tests.test_quoting import CORPUS_FLAGS
 
@@ -277,10 +277,9 @@ def test_validate_suggests_the_spelling_that_is_passed_on(
 
 def nvcc_dryrun(folder: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     """nvcc --dryrun on a trivial source: the commands it would run, or its error."""
-    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     (folder / "x.cu").write_text("__global__ void k() {}\n")
     return subprocess.run(
-        [nvcc, "--dryrun", *flags, "-c", "x.cu", "-o", "x.o"],
+        [NVCC, "--dryrun", *flags, "-c", "x.cu", "-o", "x.o"],
         cwd=folder, capture_output=True, text=True, check=False,
     )  # fmt: skip
 
@@ -490,10 +489,9 @@ def test_validate_refuses_shell_syntax_that_nvcc_would_run(scene: Scene, tmp_pat
     marker = tmp_path / "outside" / "ran.txt"
     marker.parent.mkdir()
     flag = f"-DX=$(touch {marker})"
-    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     (tmp_path / "x.cu").write_text("__global__ void k() {}\n")
     subprocess.run(
-        [nvcc, flag, "-c", "x.cu", "-o", "x.o"], cwd=tmp_path, check=True, capture_output=True
+        [NVCC, flag, "-c", "x.cu", "-o", "x.o"], cwd=tmp_path, check=True, capture_output=True
     )
     assert marker.exists()  # the control: nvcc ran the command
     marker.unlink()
