@@ -141,6 +141,12 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // at 192 x 7168 x 7168, 667 vs 568 at 192 x 6144 x 7168; 3 % behind at 192 x 6144 x 2048). At
   // M = 320 (a sixth of the rows empty) they were ahead at four of nine and up to 9 % behind
   // (RESULTS.md 18b, 18c): there the cost decides.
+  // At M <= 64 the 64-row tiles launch with programmatic dependent launch (their _pdl
+  // configurations): with the width the rule takes, ahead of the same kernel without it at 16 of
+  // the 17 shapes measured, by 5-23 % (RESULTS.md 19b, 19c): 210 vs 197 at 64 x 32768 x 512
+  // (64 x 128), 38 vs 32 at 64 x 1536 x 512 (64 x 16), 81 vs 68 at 64 x 7168 x 256 (64 x 64),
+  // 279 vs 265 at 64 x 4096 x 7168 (64 x 32), 297 vs 283 at 64 x 16384 x 2048; 2 % behind at
+  // 48 x 24576 x 512 (64 x 96, 141 vs 144).
   // Our 128 x 112 tiles (pipelined k blocks): 128 of them are one full wave at N = 7168 (M = 256)
   // and 3584 (M = 512), where CUTLASS's 128 x 128 makes 112: 991 vs 933 at 256 x 7168 x 7168,
   // 1149 vs 1041 at 512 x 3584, 1227 vs 1110 at 1024 x 3584 (two waves), 1130 vs 980 at
@@ -158,6 +164,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
       int64_t rows, cols;
       const char* name;
       bool half_empty_block_too = true;  // a candidate where the last 128-row block is half empty
+      const char* at_small_m = nullptr;  // the configuration taken at M <= 64, if not `name`
     };
     // 128-row tiles first; M > 64 comes here from K = 2048 only (the 96-wide tiles' long-K
     // builds), M <= 64 and 128 < M <= 192 take the 64-row tiles alone.
@@ -165,9 +172,12 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
                                {128, 128, "coop_128x128_c1x1"},
                                {128, 160, "own_128x160"}, {128, 192, "own_128x192"},
                                {128, 256, "own_128x256"}, {128, 64, "own_128x64"},
-                               {64, 16, "own_64x16"},     {64, 32, "own_64x32"},
-                               {64, 48, "own_64x48"},     {64, 64, "own_64x64"},
-                               {64, 96, "own_64x96"},     {64, 128, "own_64x128"}};
+                               {64, 16, "own_64x16", true, "own_64x16_pdl"},
+                               {64, 32, "own_64x32", true, "own_64x32_pdl"},
+                               {64, 48, "own_64x48", true, "own_64x48_pdl"},
+                               {64, 64, "own_64x64", true, "own_64x64_pdl"},
+                               {64, 96, "own_64x96", true, "own_64x96_pdl"},
+                               {64, 128, "own_64x128", true, "own_64x128_pdl"}};
     const Tile* best = nullptr;
     int64_t best_cost = 0;
     for (const Tile& t : kTiles) {
@@ -179,7 +189,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
         best_cost = cost;
       }
     }
-    return index_of(best->name);
+    return index_of(m <= 64 && best->at_small_m != nullptr ? best->at_small_m : best->name);
   }
   // Long K: the mainloop dominates; what is left to choose is how the tiles fill the SMs' waves.
   // Graph replays, TFLOP/s (RESULTS.md run 11; our own tiles have gained 3-8 % since, run 14).

@@ -57,7 +57,13 @@ struct Problem {
   X(own_64x64)                       \
   X(own_64x96)                       \
   X(own_64x128)                      \
-  X(own_128x112_pipe)
+  X(own_128x112_pipe)                \
+  X(own_64x16_pdl)                   \
+  X(own_64x32_pdl)                   \
+  X(own_64x48_pdl)                   \
+  X(own_64x64_pdl)                   \
+  X(own_64x96_pdl)                   \
+  X(own_64x128_pdl)
 
 #define GEMM_SM90_DECLARE(NAME)                                       \
   size_t workspace_bytes_##NAME(const Problem& p);                    \

@@ -343,12 +343,13 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
     device: str, kernel: str, monkeypatch: pytest.MonkeyPatch
 ):
     """On an H100 "default" is what the dispatch table picks, "mma" our mma.sync kernel,
-    "own_128x192" (and "_d2", its double-buffered output) and "own_128x96" (each also "_shortk",
-    its k-block loops not unrolled, launched with programmatic dependent launch; "own_128x96_pipe"
-    its k blocks pipelined) our TMA + wgmma kernel, with "own_128x256" (two 128-column waves per
-    k block), "own_128x160", "own_128x112_pipe", "own_128x64", "own_128x32" and the 64-row tiles
-    (one math warpgroup): its 256-, 192-, 160-, 112- and 96-column tiles straddle b's 128-column
-    scale blocks and overhang N at most of these N, and most M leave 64-row tiles part empty."""
+    "own_128x192" (and "_d2", its double-buffered output) and "own_128x96" (each also "_shortk", its
+    k-block loops not unrolled, launched with programmatic dependent launch; "own_128x96_pipe" its k
+    blocks pipelined) our TMA + wgmma kernel, with "own_128x256" (two 128-column waves per k block),
+    "own_128x160", "own_128x112_pipe", "own_128x64", "own_128x32" and the 64-row tiles (one math
+    warpgroup; "_pdl", launched with programmatic dependent launch): its 256-, 192-, 160-, 112- and
+    96-column tiles straddle b's 128-column scale blocks and overhang N at most of these N, and most
+    M leave 64-row tiles part empty."""
     if gemm.backend != "cuda":  # "default" too: the shapes are about the CUDA kernels' tiles
         pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
     use_cuda_kernel(kernel, monkeypatch)
@@ -381,15 +382,18 @@ def test_own_kernels_with_several_tiles_per_sm(
     assert relative_error(out.cpu(), ref) < 1e-2, (kernel, m, n, k)
 
 
-@pytest.mark.parametrize("kernel", ["default", "own_128x192_shortk", "own_128x96_shortk"])
+@pytest.mark.parametrize(
+    "kernel", ["default", "own_128x192_shortk", "own_128x96_shortk", "own_64x64_pdl"]
+)
 def test_back_to_back_calls_wait_for_the_kernels_before_them(
     device: str, kernel: str, monkeypatch: pytest.MonkeyPatch
 ):
-    """The short-K configurations launch with programmatic dependent launch: a call's CTAs may
-    start while the kernel before it in the stream is still finishing, and must not touch memory
-    until it is done (griddepcontrol.wait). Here, with no synchronization in between, each call
-    reads an `a` that torch's kernels compute from the previous call's output just before it, and
-    the last two calls write the same output; every result is checked afterwards."""
+    """The short-K configurations and the 64-row tiles' _pdl ones launch with programmatic dependent
+    launch: a call's CTAs may start while the kernel before it in the stream is still finishing, and
+    must not touch memory until it is done (griddepcontrol.wait). Here, with no synchronization in
+    between, each call reads an `a` that torch's kernels compute from the previous call's output
+    just before it, and the last two calls write the same output; every result is checked
+    afterwards."""
     if device != "cuda" or gemm.backend != "cuda":
         pytest.skip("programmatic dependent launch: the CUDA build on a CUDA device")
     use_cuda_kernel(kernel, monkeypatch)
@@ -434,7 +438,9 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     # 128 x 160; our 128 x 112 tiles in one wave and in two (the few-tiles rule) and in three
     # (768 x 7168, where CUTLASS's 128 x 128 would be three less full waves), 128 x 160 in three
     # where CUTLASS's 128 x 128 makes four, 64 x 96 at M = 192 (no 128-row tiles there) and
-    # 64 x 128 at M = 64 with short K.
+    # 64 x 128 at M = 64 with short K. At M <= 64 the 64-row tiles launch with programmatic
+    # dependent launch (their _pdl configurations): the last five shapes take 64 x 16 and
+    # 64 x 128 without it (M = 192) and 64 x 48, 64 x 64 and 64 x 96 with it.
     [
         (130, 384, 512),
         (2048, 4608, 512),
@@ -462,6 +468,11 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
         (1024, 7168, 2048),
         (192, 6144, 2048),
         (64, 16384, 512),
+        (192, 256, 4096),
+        (192, 16384, 2048),
+        (64, 4608, 2048),
+        (64, 7168, 512),
+        (48, 24576, 512),
     ],
 )
 def test_cuda_graph_replays_the_op_on_new_inputs(device: str, m: int, n: int, k: int):
