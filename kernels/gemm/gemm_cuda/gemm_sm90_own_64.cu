@@ -15,15 +15,15 @@
 // -5 % to +3 %, 19c).
 #include "gemm_sm90_own_launch.cuh"
 
-GEMM_SM90_DEFINE_OWN_CONFIG(own_64x16, false, 16, 1, false, 16, 64, 16, true)
-GEMM_SM90_DEFINE_OWN_CONFIG(own_64x32, false, 32, 1, false, 32, 64, 16, true)
-GEMM_SM90_DEFINE_OWN_CONFIG(own_64x48, false, 48, 1, false, 48, 64, 16, true)
-GEMM_SM90_DEFINE_OWN_CONFIG(own_64x64, false, 64, 1, false, 64, 64, 16, true)
-GEMM_SM90_DEFINE_OWN_CONFIG(own_64x96, false, 96, 1, false, 96, 64, 16, true)
-GEMM_SM90_DEFINE_OWN_CONFIG(own_64x128, false, 128, 1, false, 128, 64, 16, true)
-GEMM_SM90_DEFINE_OWN_CONFIG(own_64x16_pdl, true, 16, 1, false, 16, 64, 16, true)
-GEMM_SM90_DEFINE_OWN_CONFIG(own_64x32_pdl, true, 32, 1, false, 32, 64, 16, true)
-GEMM_SM90_DEFINE_OWN_CONFIG(own_64x48_pdl, true, 48, 1, false, 48, 64, 16, true)
-GEMM_SM90_DEFINE_OWN_CONFIG(own_64x64_pdl, true, 64, 1, false, 64, 64, 16, true)
-GEMM_SM90_DEFINE_OWN_CONFIG(own_64x96_pdl, true, 96, 1, false, 96, 64, 16, true)
-GEMM_SM90_DEFINE_OWN_CONFIG(own_64x128_pdl, true, 128, 1, false, 128, 64, 16, true)
+// own_64xW and own_64xW_pdl: one kernel (the same TileConfig), launched without and with
+// programmatic dependent launch.
+#define GEMM_SM90_DEFINE_OWN_64(W)                                                       \
+  GEMM_SM90_DEFINE_OWN_CONFIG(own_64x##W, false, W, 1, false, W, 64, 16, true)           \
+  GEMM_SM90_DEFINE_OWN_CONFIG(own_64x##W##_pdl, true, W, 1, false, W, 64, 16, true)
+
+GEMM_SM90_DEFINE_OWN_64(16)
+GEMM_SM90_DEFINE_OWN_64(32)
+GEMM_SM90_DEFINE_OWN_64(48)
+GEMM_SM90_DEFINE_OWN_64(64)
+GEMM_SM90_DEFINE_OWN_64(96)
+GEMM_SM90_DEFINE_OWN_64(128)
