@@ -100,6 +100,25 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // 96-wide ones at 10 of 13 shapes measured, by up to 19 % (197 vs 187 at 64 x 32768 x 512,
   // 81 vs 69 at 32 x 16384 x 512, 110 vs 97 at 64 x 7168 x 512, 192 vs 161 at
   // 64 x 16384 x 768), equal at one, 3-4 % behind at two (RESULTS.md 18b, 18c).
+  // Two CTAs per SM of 64-row tiles (own_64x64_x2 and own_64x96_x2, launched with programmatic
+  // dependent launch) where 96-wide 128-row tiles make fewer than two waves, or leave the second
+  // row block at most half full (128 < M <= 192) in up to three. Likely why (not profiled): one
+  // CTA's epilogue and next tile's start overlap the other's mainloop, where a 128-row tile's
+  // waits have nothing beside them. RESULTS.md 20a-20d, 64 x 64 against the 96-wide tiles: 175 vs
+  // 136 at 128 x 4096 x 512, 200 vs 175 at 128 x 7168 x 512, 324 vs 283 at 128 x 16384 x 512, 146
+  // vs 128 at 128 x 7168 x 256, 205 vs 186 at 128 x 16384 x 256, 241 vs 214 at 96 x 16384, 322 vs
+  // 285 at 256 x 7168, 265 vs 233 at 256 x 4096. At 128 < M <= 192 the 64 x 96 ones: 277 vs 252
+  // (64 x 64) vs 217 at 192 x 7168 x 512, 427 vs 408 vs 368 at 192 x 16384 (20b). In more waves
+  // the 128-row tiles stay ahead or equal (20a, 20b): 554 vs 492 at 256 x 32768 x 512, 452 vs 430
+  // at 512 x 7168 x 512, 419 vs 353 at 1024 x 7168 x 256, 317 vs 305 at 256 x 16384 x 256, 444 vs
+  // 426 at 128 x 32768 x 768, 362 vs 362 at 128 x 32768 x 512 (the exception: 224 vs 250 at
+  // 128 x 32768 x 256). At M <= 64 the 64 x 64 ones take over from the few-tiles rule's _pdl
+  // tiles below where 64 x 64 tiles make more than one wave: 226 vs 216 at 64 x 32768 x 512, 62
+  // vs 59 at 16 x 32768, 93 vs 90 at 32 x 16384, 234 vs 225 at 64 x 16384 x 768 (20d; in one
+  // wave, at 16 and 32 x 7168 x 512, within 3 % either way, 20b).
+  if (k <= 768 && m > 128 && m <= 192 && count(96) <= 3 * sms) return index_of("own_64x96_x2");
+  if (k <= 768 && (m <= 64 ? count(64, 64) > sms : count(96) < 2 * sms))
+    return index_of("own_64x64_x2");
   if (k <= 768 && m > 64)
     return index_of(count(128) >= 4 * sms ? "own_128x192_shortk" : "own_128x96_shortk");
   // Few tiles: long K where some 128-row tile fits in one wave. Each tile streams (rows + columns)

@@ -63,7 +63,9 @@ struct Problem {
   X(own_64x48_pdl)                   \
   X(own_64x64_pdl)                   \
   X(own_64x96_pdl)                   \
-  X(own_64x128_pdl)
+  X(own_64x128_pdl)                  \
+  X(own_64x64_x2)                    \
+  X(own_64x96_x2)
 
 #define GEMM_SM90_DECLARE(NAME)                                       \
   size_t workspace_bytes_##NAME(const Problem& p);                    \

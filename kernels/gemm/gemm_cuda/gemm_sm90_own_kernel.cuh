@@ -23,7 +23,8 @@
 // and a second warp writes each k block's two b scales into the same stages. Warpgroups 1 and 2
 // (1 alone for 64-row tiles) do the math, 64 rows each; each stores its bf16 rows through a
 // swizzled shared-memory buffer with TMA stores (which clip rows >= M and columns >= N) that
-// drain while its next tile's mainloop runs.
+// drain while its next tile's mainloop runs. One CTA per SM, or two (kCtasPerSm) for 64-row tiles
+// at short K.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +48,7 @@ namespace fp8gemm::sm90_own {
 constexpr int kBlockK = 128;           // one a/b scale per 128 K; also 128 bytes = one swizzle row
 constexpr int kScaleBlockN = 128;      // b scales cover 128 columns
 constexpr int kSmemCapacity = 232448;  // H100 opt-in dynamic shared memory per block
+constexpr int kSmemPerSm = 233472;     // H100 shared memory per SM
 // The TMA loads' L2 cache policy (.L2::cache_hint): createpolicy's encoding of evict_normal, the
 // value of CuTe's TMA::CacheHintSm90::EVICT_NORMAL. Through run 13 the kernel passed 0, which
 // encodes no documented policy; RESULTS.md run 14 timed 0, evict_normal, and evict_last for B,
@@ -105,13 +107,25 @@ using WgmmaOp = typename WgmmaAtom<N>::type;
 // 128 x 64, 2 % behind to 15 % ahead (RESULTS.md run 17b). 128 x 96 is built both ways: pipelined
 // it is -1 % to +15 % in up to three waves, but up to 12 % behind the loops unrolled by turns in
 // more, where their throughput counts (17g, 17i; the table takes each where it is ahead).
+// kCtasPerSm: CTAs resident per SM (the grid holds that many per SM), each with an equal share of
+// its shared memory and registers. 2 for the 64-row tiles at short K and few tiles
+// (own_64x64_x2): one CTA's epilogue and next tile's start overlap the other's mainloop.
 template <int BN, int kDBufs_, bool kTurns_, int kWaveN_ = BN, int BM = 128, int kMaxStages = 8,
-          bool kPipe_ = false>
+          bool kPipe_ = false, int kCtasPerSm_ = 1>
 struct TileConfig {
   static constexpr bool kPipe = kPipe_;
+  static constexpr int kCtasPerSm = kCtasPerSm_;
+  // Shared memory one CTA may use: the opt-in maximum alone on its SM, else an equal share of the
+  // SM's 228 KB less the 1 KB the hardware reserves per CTA.
+  static constexpr int kSmemLimit =
+      kCtasPerSm_ == 1 ? kSmemCapacity : kSmemPerSm / kCtasPerSm_ - 1024;
   static constexpr int kBlockM = BM;
   static constexpr int kMathWgs = BM / 64;
   static constexpr int kThreads = 128 * (1 + kMathWgs);  // producer warpgroup + math warpgroups
+  // Registers per thread at launch (the compiler's count for kThreads x kCtasPerSm threads per
+  // SM), and what the math warpgroups take through setmaxnreg once the producer keeps 40 of them.
+  static constexpr int kLaunchRegs = 65536 / (kThreads * kCtasPerSm_) / 8 * 8;
+  static constexpr int kMathRegs = (kLaunchRegs * kThreads - 40 * 128) / (128 * kMathWgs) / 8 * 8;
   static constexpr int kBlockN = BN;
   static constexpr int kDBufs = kDBufs_;
   static constexpr bool kTurns = kTurns_;
@@ -129,7 +143,7 @@ struct TileConfig {
   static constexpr int kSmemDPerWg = 64 * BN * 2;
   static constexpr int kSmemPerStage = kSmemA + kSmemB + kSmemScales + 16;  // + 2 mbarriers
   static constexpr int kStagesFit =
-      (kSmemCapacity - kMathWgs * kDBufs * kSmemDPerWg) / kSmemPerStage;
+      (kSmemLimit - kMathWgs * kDBufs * kSmemDPerWg) / kSmemPerStage;
   static constexpr int kStages = kStagesFit > kMaxStages ? kMaxStages : kStagesFit;
   // Shared memory: [A stages][B stages][D: wg0's buffers, wg1's][scale stages][full bars]
   // [empty bars]
@@ -144,6 +158,7 @@ struct TileConfig {
   static_assert(BM == 64 || BM == 128, "one or two math warpgroups");
   static_assert(!kPipe_ || (!kTurns_ && kWaveN_ == BN), "pipelined k blocks: one wave, no turns");
   static_assert(kStages >= 3, "too few pipeline stages fit in shared memory");
+  static_assert((kMathWgs == 1 && kCtasPerSm_ == 1) || kMathRegs <= 256, "setmaxnreg: 24 to 256");
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemDPerWg % 1024 == 0,
                 "128-byte swizzled tiles must stay 1024-byte aligned");
 };
@@ -477,7 +492,7 @@ __device__ __forceinline__ void math_tile_dispatch(int scale_split, const Params
 }
 
 template <class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
     gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,
                 const __grid_constant__ CUtensorMap tmap_b,
                 const __grid_constant__ CUtensorMap tmap_sfa,
@@ -526,8 +541,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // compiler's count for 384 threads), the producer gives back (168 - 40) x 128 and the two math
   // warpgroups take (232 - 168) x 256, the same number; asking for more than was given back makes
   // the math warpgroups wait forever (48 / 232 hangs). With one math warpgroup (256 threads)
-  // every thread may have the 255 registers a thread can address: nothing to move.
-  constexpr bool kReconfigure = Cfg::kMathWgs == 2;
+  // alone on its SM every thread may have the 255 registers a thread can address: nothing to
+  // move. Two such CTAs per SM launch at 128 and the math warpgroup takes 216 (kMathRegs).
+  constexpr bool kReconfigure = Cfg::kMathWgs == 2 || Cfg::kCtasPerSm > 1;
   if (wg == 0) {
     if constexpr (kReconfigure) cutlass::arch::warpgroup_reg_dealloc<40>();
     if (warp == 0 && cute::elect_one_sync()) {
@@ -591,7 +607,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       }
     }
   } else {
-    if constexpr (kReconfigure) cutlass::arch::warpgroup_reg_alloc<232>();
+    if constexpr (kReconfigure) cutlass::arch::warpgroup_reg_alloc<Cfg::kMathRegs>();
     const int math_wg = wg - 1;
     int d_buf = 0;
     for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {

@@ -1,5 +1,6 @@
 // The launch of our own kernel (gemm_sm90_own_kernel.cuh) for one tile configuration: the four
-// TMA descriptors and a persistent grid, one CTA per SM. Included by each gemm_sm90_own_*.cu.
+// TMA descriptors and a persistent grid, one CTA per SM (two for the configurations built so).
+// Included by each gemm_sm90_own_*.cu.
 // The tile order is the kernel's own (groups of 8 row blocks); Problem's swizzle and raster, the
 // CUTLASS scheduler's settings, do not apply.
 #pragma once
@@ -90,8 +91,9 @@ cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
   if ((err = fp8gemm::opt_in_shared_memory(reinterpret_cast<const void*>(gemm_kernel<Cfg>),
                                            Cfg::kSmemBytes, p.device, opted_in)) != cudaSuccess)
     return err;
-  // Persistent: one CTA per SM (its shared memory allows no more), or one per tile.
-  const int grid = params.num_tiles < p.sm_count ? params.num_tiles : p.sm_count;
+  // Persistent: kCtasPerSm CTAs per SM (their shared memory allows no more), or one per tile.
+  const int64_t slots = int64_t{p.sm_count} * Cfg::kCtasPerSm;
+  const int grid = static_cast<int>(params.num_tiles < slots ? params.num_tiles : slots);
   cudaLaunchAttribute serialization{};
   serialization.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   serialization.val.programmaticStreamSerializationAllowed = 1;

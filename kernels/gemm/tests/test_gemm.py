@@ -347,9 +347,9 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
     k-block loops not unrolled, launched with programmatic dependent launch; "own_128x96_pipe" its k
     blocks pipelined) our TMA + wgmma kernel, with "own_128x256" (two 128-column waves per k block),
     "own_128x160", "own_128x112_pipe", "own_128x64", "own_128x32" and the 64-row tiles (one math
-    warpgroup; "_pdl", launched with programmatic dependent launch): its 256-, 192-, 160-, 112- and
-    96-column tiles straddle b's 128-column scale blocks and overhang N at most of these N, and most
-    M leave 64-row tiles part empty."""
+    warpgroup; "_pdl", launched with programmatic dependent launch; "own_64x64_x2", two CTAs per
+    SM): its 256-, 192-, 160-, 112- and 96-column tiles straddle b's 128-column scale blocks and
+    overhang N at most of these N, and most M leave 64-row tiles part empty."""
     if gemm.backend != "cuda":  # "default" too: the shapes are about the CUDA kernels' tiles
         pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
     use_cuda_kernel(kernel, monkeypatch)
@@ -383,17 +383,25 @@ def test_own_kernels_with_several_tiles_per_sm(
 
 
 @pytest.mark.parametrize(
-    "kernel", ["default", "own_128x192_shortk", "own_128x96_shortk", "own_64x64_pdl"]
+    "kernel",
+    [
+        "default",
+        "own_128x192_shortk",
+        "own_128x96_shortk",
+        "own_64x64_pdl",
+        "own_64x64_x2",
+        "own_64x96_x2",
+    ],
 )
 def test_back_to_back_calls_wait_for_the_kernels_before_them(
     device: str, kernel: str, monkeypatch: pytest.MonkeyPatch
 ):
-    """The short-K configurations and the 64-row tiles' _pdl ones launch with programmatic dependent
-    launch: a call's CTAs may start while the kernel before it in the stream is still finishing, and
-    must not touch memory until it is done (griddepcontrol.wait). Here, with no synchronization in
-    between, each call reads an `a` that torch's kernels compute from the previous call's output
-    just before it, and the last two calls write the same output; every result is checked
-    afterwards."""
+    """The short-K configurations and the 64-row tiles' _pdl and _x2 ones launch with programmatic
+    dependent launch (the _x2 ones also two CTAs per SM, 2-4 tiles each here): a call's CTAs may
+    start while the kernel before it in the stream is still finishing, and must not touch memory
+    until it is done (griddepcontrol.wait). Here, with no synchronization in between, each call
+    reads an `a` that torch's kernels compute from the previous call's output just before it, and
+    the last two calls write the same output; every result is checked afterwards."""
     if device != "cuda" or gemm.backend != "cuda":
         pytest.skip("programmatic dependent launch: the CUDA build on a CUDA device")
     use_cuda_kernel(kernel, monkeypatch)
@@ -428,19 +436,20 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
 
 @pytest.mark.parametrize(
     ("m", "n", "k"),
-    # On an H100 these take each branch of gemm_sm90.cu's table: at short K our own 96-wide
-    # tiles (M = 130 also pads a_scale) and 192-wide ones, both with programmatic dependent
-    # launch; at longer K the 192-wide ones without and with the unrolled turns, the 96-wide ones
-    # pipelined (three waves) and unrolled (four), CUTLASS's 128 x 128 tiles in one wave and in
-    # several, the 128 x 256 tiles, and for small M
-    # the few-tiles rule's 64 x 32 (M = 32 and 128), 128 x 64, 64 x 16, 64 x 64, 64 x 128, 64 x 48,
-    # 64 x 96, 128 x 192 (one wave of them, where the 192-wide rule below wants fuller waves) and
-    # 128 x 160; our 128 x 112 tiles in one wave and in two (the few-tiles rule) and in three
-    # (768 x 7168, where CUTLASS's 128 x 128 would be three less full waves), 128 x 160 in three
-    # where CUTLASS's 128 x 128 makes four, 64 x 96 at M = 192 (no 128-row tiles there) and
-    # 64 x 128 at M = 64 with short K. At M <= 64 the 64-row tiles launch with programmatic
-    # dependent launch (their _pdl configurations): the last five shapes take 64 x 16 and
-    # 64 x 128 without it (M = 192) and 64 x 48, 64 x 64 and 64 x 96 with it.
+    # On an H100 these take each branch of gemm_sm90.cu's table: at short K two CTAs per SM of
+    # 64 x 96 tiles (M = 130 also pads a_scale) and our own 192-wide tiles, both with programmatic
+    # dependent launch; at longer K the 192-wide ones without and with the unrolled turns, the
+    # 96-wide ones pipelined (three waves) and unrolled (four), CUTLASS's 128 x 128 tiles in one
+    # wave and in several, the 128 x 256 tiles, and for small M the few-tiles rule's 64 x 32
+    # (M = 32 and 128), 128 x 64, 64 x 16, 64 x 64, 64 x 128, 64 x 48, 64 x 96, 128 x 192 (one wave
+    # of them, where the 192-wide rule below wants fuller waves) and 128 x 160; our 128 x 112 tiles
+    # in one wave and in two (the few-tiles rule) and in three (768 x 7168, where CUTLASS's
+    # 128 x 128 would be three less full waves), 128 x 160 in three where CUTLASS's 128 x 128 makes
+    # four, 64 x 96 at M = 192 (no 128-row tiles there) and 64 x 64 in two CTAs per SM at M = 64
+    # with short K. At M <= 64 the 64-row tiles launch with programmatic dependent launch (their
+    # _pdl configurations): the last seven shapes take 64 x 16 and 64 x 128 without it (M = 192)
+    # and 64 x 48, 64 x 64 and 64 x 96 with it, two CTAs per SM of 64 x 64 at M = 48 (a part-empty
+    # row block) and, at M = 512 with short K, the 96-wide 128-row tiles (more than two waves).
     [
         (130, 384, 512),
         (2048, 4608, 512),
@@ -473,6 +482,8 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
         (64, 4608, 2048),
         (64, 7168, 512),
         (48, 24576, 512),
+        (48, 12288, 2048),
+        (512, 7168, 256),
     ],
 )
 def test_cuda_graph_replays_the_op_on_new_inputs(device: str, m: int, n: int, k: int):
