@@ -6,7 +6,7 @@
 #              ($SANITIZE_TOOLS to choose), on $SANITIZE_KERNELS (default: the table's choice,
 #              mma and every own_ configuration, up to ~8 minutes per tool: one or two tools per
 #              device call), then the benchmark (ours, cuBLAS, and DeepGEMM when DEEPGEMM names
-#              its source)
+#              its source; $BENCH_ARGS to choose shapes, at most $BENCH_TIMEOUT s, default 330)
 #   explore  = explore ncu race: every configuration and tile order at every shape
 #              ($EXPLORE_SHAPES: M,N,K;... to choose them; $EXPLORE_CONFIGS, EXPLORE_ORDERS=0:
 #              see benchmarks/gemm_cuda.py), ncu profiles, the racecheck
@@ -116,7 +116,7 @@ if has bench; then
     echo "== DeepGEMM build and warm-up:"; tail -15 "$OUT/deepgemm.log"
     BENCH_ARGS="${BENCH_ARGS:-} --deepgemm"
   fi
-  timeout 330 python3 benchmarks/gemm_cuda.py ${BENCH_ARGS:-} --out "$OUT/RESULTS.md" 2>&1 \
+  timeout ${BENCH_TIMEOUT:-330} python3 benchmarks/gemm_cuda.py ${BENCH_ARGS:-} --out "$OUT/RESULTS.md" 2>&1 \
     | tee "$OUT/bench.log" | tail -16
 fi
 if has explore; then

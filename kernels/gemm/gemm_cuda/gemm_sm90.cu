@@ -101,10 +101,11 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // 81 vs 69 at 32 x 16384 x 512, 110 vs 97 at 64 x 7168 x 512, 192 vs 161 at
   // 64 x 16384 x 768), equal at one, 3-4 % behind at two (RESULTS.md 18b, 18c).
   // Two CTAs per SM of 64-row tiles (own_64x64_x2 and own_64x96_x2, launched with programmatic
-  // dependent launch) where 96-wide 128-row tiles make fewer than two waves, or leave the second
-  // row block at most half full (128 < M <= 192) in up to three. Likely why (not profiled): one
-  // CTA's epilogue and next tile's start overlap the other's mainloop, where a 128-row tile's
-  // waits have nothing beside them. RESULTS.md 20a-20d, 64 x 64 against the 96-wide tiles: 175 vs
+  // dependent launch) at M <= 256 (as far as measured) where 96-wide 128-row tiles make fewer
+  // than two waves, or leave the second row block at most half full (128 < M <= 192) in up to
+  // three. Likely why (not profiled): one CTA's epilogue and next tile's start overlap the other's
+  // mainloop, where a 128-row tile's waits have nothing beside them. RESULTS.md 20a-20d, at
+  // K <= 768, 64 x 64 against the 96-wide tiles: 175 vs
   // 136 at 128 x 4096 x 512, 200 vs 175 at 128 x 7168 x 512, 324 vs 283 at 128 x 16384 x 512, 146
   // vs 128 at 128 x 7168 x 256, 205 vs 186 at 128 x 16384 x 256, 241 vs 214 at 96 x 16384, 322 vs
   // 285 at 256 x 7168, 265 vs 233 at 256 x 4096. At 128 < M <= 192 the 64 x 96 ones: 277 vs 252
@@ -116,8 +117,16 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // tiles below where 64 x 64 tiles make more than one wave: 226 vs 216 at 64 x 32768 x 512, 62
   // vs 59 at 16 x 32768, 93 vs 90 at 32 x 16384, 234 vs 225 at 64 x 16384 x 768 (20d; in one
   // wave, at 16 and 32 x 7168 x 512, within 3 % either way, 20b).
-  if (k <= 768 && m > 128 && m <= 192 && count(96) <= 3 * sms) return index_of("own_64x96_x2");
-  if (k <= 768 && (m <= 64 ? count(64, 64) > sms : count(96) < 2 * sms))
+  // The same from K = 896 to 1536 at M > 96 (RESULTS.md 20g, 20h; the table took 128-row tiles
+  // of CUTLASS or ours there): 318 vs 290 at 128 x 7168 x 1024, 424 vs 379 at 128 x 16384 x 1024,
+  // 465 vs 456 at 128 x 24576 x 1024, 386 vs 361 at 128 x 7168 x 1536, 517 vs 489 at
+  // 128 x 24576 x 1536, 467 vs 466 at 256 x 7168 x 1024; 64 x 96 tiles: 413 vs 337 at
+  // 192 x 7168 x 1024, 246 vs 210 at 160 x 4096 x 1024, 355 vs 313 at 192 x 4096 x 1536. Not at
+  // M = 96, where the second 64-row block is half empty: 292 vs 329 at 96 x 16384 x 1536 (214 vs
+  // 210 at 96 x 7168 x 1024).
+  if (k <= 1536 && m > 128 && m <= 192 && count(96) <= 3 * sms) return index_of("own_64x96_x2");
+  if (m <= 64 ? k <= 768 && count(64, 64) > sms
+              : m <= 256 && count(96) < 2 * sms && (k <= 768 || (k <= 1536 && m > 96)))
     return index_of("own_64x64_x2");
   if (k <= 768 && m > 64)
     return index_of(count(128) >= 4 * sms ? "own_128x192_shortk" : "own_128x96_shortk");
@@ -152,8 +161,11 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // best or within 3 % at 15 of the 17 shapes measured; the exceptions, where fewer and wider
   // tiles won, 32 x 1536 x 7168 (64 x 16: 57 against 66 for 64 x 48) and 96 x 4096 x 7168
   // (64 x 64: 339 against 359 for 64 x 96).
-  // Measured from K = 2048 (M <= 64: up to 768, from 1024 in one wave, and beyond one wave from
-  // 2048); where no 128-row tile fits in one wave at M > 64, the rules below.
+  // Measured from K = 2048 (M <= 64: at every K; until run 20 not from 1024 to 1792 beyond one
+  // wave, where the rules below took 128-row tiles, half empty: 302 vs 257 at 64 x 24576 x 1536,
+  // 150 vs 131 at 32 x 24576 x 1536, 227 vs 189 at 64 x 16384 x 1024, 285 vs 245 at
+  // 64 x 32768 x 1024, 270 vs 234 at 64 x 24576 x 1024, RESULTS.md 20g); where no 128-row tile
+  // fits in one wave at M > 64, the rules below.
   // Also 64-row tiles alone at 128 < M <= 192, where the second 128-row block is at least half
   // empty: the 128-row tiles ran 65-75 % as fast per useful row as at M = 256, and 64-row ones
   // were ahead at five of six shapes, by up to 23 % (875 vs 713 at 192 x 16384 x 7168, 755 vs 687
@@ -174,8 +186,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // 737-750 vs 843-848 (CUTLASS's 128 x 128) at 320 x 4608 x 7168, 693 vs 722 at K = 4096, 645 vs
   // 687 at 192 x 7168 x 7168 (at M = 448 they are ahead again: 807 vs 725 at 448 x 7168 x 2048).
   const int64_t tiles96 = count(96);
-  const bool few_tiles = m <= 64 ? k <= 768 || k >= 2048 || (k >= 1024 && tiles96 <= sms)
-                                 : k >= 2048 && count(256) <= sms;
+  const bool few_tiles = m <= 64 || (k >= 2048 && count(256) <= sms);
   if (few_tiles) {
     const bool rows64_only = m <= 64 || (m > 128 && m <= 192);
     const bool half_empty_block = m <= 320 && m % 128 != 0 && m % 128 <= 64;

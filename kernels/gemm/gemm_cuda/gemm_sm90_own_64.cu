@@ -31,11 +31,11 @@ GEMM_SM90_DEFINE_OWN_64(128)
 // own_64x64_x2 and own_64x96_x2: 64 x 64 and 64 x 96 tiles, two CTAs per SM (each with half the
 // SM's shared memory: 6 and 4 stages of the ring; 128 registers per thread at launch, of which the
 // math warpgroup takes 216 through setmaxnreg), launched with programmatic dependent launch. The
-// table's choice at short K where 128-row tiles make fewer than two waves or leave their second
-// row block half empty (64 x 96 at 128 < M <= 192), and at M <= 64 beyond one wave of 64 x 64
-// tiles, 2-28 % ahead of the configurations the table took there (RESULTS.md run 20); likely
-// because a CTA's epilogue and the start of its next tile overlap the other CTA's mainloop (not
-// profiled). Also tried (20a, 20b): two CTAs of 64 x 128, 64 x 48 and 64 x 32 tiles, three of
-// 64 x 64 and 64 x 32, seldom ahead.
+// table's choice at short K (to 768; to 1536 at M > 96) where 128-row tiles make fewer than two
+// waves or leave their second row block half empty (64 x 96 at 128 < M <= 192), and at M <= 64
+// beyond one wave of 64 x 64 tiles, 2-28 % ahead of the configurations the table took there
+// (RESULTS.md run 20); likely because a CTA's epilogue and the start of its next tile overlap the
+// other CTA's mainloop (not profiled). Also tried (20a, 20b): two CTAs of 64 x 128, 64 x 48 and
+// 64 x 32 tiles, three of 64 x 64 and 64 x 32, seldom ahead.
 GEMM_SM90_DEFINE_OWN_CONFIG(own_64x64_x2, true, 64, 1, false, 64, 64, 16, true, 2)
 GEMM_SM90_DEFINE_OWN_CONFIG(own_64x96_x2, true, 96, 1, false, 96, 64, 16, true, 2)
