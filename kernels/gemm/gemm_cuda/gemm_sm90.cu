@@ -124,6 +124,14 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // 192 x 7168 x 1024, 246 vs 210 at 160 x 4096 x 1024, 355 vs 313 at 192 x 4096 x 1536. Not at
   // M = 96, where the second 64-row block is half empty: 292 vs 329 at 96 x 16384 x 1536 (214 vs
   // 210 at 96 x 7168 x 1024).
+  // Before them, from K = 896 to 2048: where 128 tiles of 128 x 112 are one full wave (M a
+  // multiple of 128 from 256: 256 x 7168, 512 x 3584), those with programmatic dependent launch
+  // (RESULTS.md 20i): 486 vs 455 (64 x 64, two CTAs) vs 461 (the same tiles without it) at
+  // 256 x 7168 x 1024, 604 vs 529 vs 576 at K = 1536, 687 vs 565 vs 669 at K = 2048 (the
+  // few-tiles rule's choice there before), 535 vs 489 vs 502 at 512 x 3584 x 1024.
+  const int64_t tiles112 = count(112);
+  if (k > 768 && k <= 2048 && m >= 256 && m % 128 == 0 && tiles112 <= sms && full(tiles112) >= 0.95)
+    return index_of("own_128x112_pipe_pdl");
   if (k <= 1536 && m > 128 && m <= 192 && count(96) <= 3 * sms) return index_of("own_64x96_x2");
   if (m <= 64 ? k <= 768 && count(64, 64) > sms
               : m <= 256 && count(96) < 2 * sms && (k <= 768 || (k <= 1536 && m > 96)))

@@ -65,7 +65,8 @@ struct Problem {
   X(own_64x96_pdl)                   \
   X(own_64x128_pdl)                  \
   X(own_64x64_x2)                    \
-  X(own_64x96_x2)
+  X(own_64x96_x2)                    \
+  X(own_128x112_pipe_pdl)
 
 #define GEMM_SM90_DECLARE(NAME)                                       \
   size_t workspace_bytes_##NAME(const Problem& p);                    \

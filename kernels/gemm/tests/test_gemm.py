@@ -391,17 +391,18 @@ def test_own_kernels_with_several_tiles_per_sm(
         "own_64x64_pdl",
         "own_64x64_x2",
         "own_64x96_x2",
+        "own_128x112_pipe_pdl",
     ],
 )
 def test_back_to_back_calls_wait_for_the_kernels_before_them(
     device: str, kernel: str, monkeypatch: pytest.MonkeyPatch
 ):
-    """The short-K configurations and the 64-row tiles' _pdl and _x2 ones launch with programmatic
-    dependent launch (the _x2 ones also two CTAs per SM, 2-4 tiles each here): a call's CTAs may
-    start while the kernel before it in the stream is still finishing, and must not touch memory
-    until it is done (griddepcontrol.wait). Here, with no synchronization in between, each call
-    reads an `a` that torch's kernels compute from the previous call's output just before it, and
-    the last two calls write the same output; every result is checked afterwards."""
+    """The short-K configurations, the _pdl ones and the 64-row tiles' _x2 ones launch with
+    programmatic dependent launch (the _x2 ones also two CTAs per SM, 2-4 tiles each here): a
+    call's CTAs may start while the kernel before it in the stream is still finishing, and must not
+    touch memory until it is done (griddepcontrol.wait). Here, with no synchronization in between,
+    each call reads an `a` that torch's kernels compute from the previous call's output just before
+    it, and the last two calls write the same output; every result is checked afterwards."""
     if device != "cuda" or gemm.backend != "cuda":
         pytest.skip("programmatic dependent launch: the CUDA build on a CUDA device")
     use_cuda_kernel(kernel, monkeypatch)
@@ -443,13 +444,14 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     # wave and in several, the 128 x 256 tiles, and for small M the few-tiles rule's 64 x 32
     # (M = 32 and 128), 128 x 64, 64 x 16, 64 x 64, 64 x 128, 64 x 48, 64 x 96, 128 x 192 (one wave
     # of them, where the 192-wide rule below wants fuller waves) and 128 x 160; our 128 x 112 tiles
-    # in one wave and in two (the few-tiles rule) and in three (768 x 7168, where CUTLASS's
-    # 128 x 128 would be three less full waves), 128 x 160 in three where CUTLASS's 128 x 128 makes
-    # four, 64 x 96 at M = 192 (no 128-row tiles there) and 64 x 64 in two CTAs per SM at M = 64
-    # with short K. At M <= 64 the 64-row tiles launch with programmatic dependent launch (their
-    # _pdl configurations): the last seven shapes take 64 x 16 and 64 x 128 without it (M = 192)
-    # and 64 x 48, 64 x 64 and 64 x 96 with it, two CTAs per SM of 64 x 64 at M = 48 (a part-empty
-    # row block) and, at M = 512 with short K, the 96-wide 128-row tiles (more than two waves).
+    # in one full wave (with programmatic dependent launch, 256 x 7168 x 2048) and in two (the
+    # few-tiles rule) and in three (768 x 7168, where CUTLASS's 128 x 128 would be three less full
+    # waves), 128 x 160 in three where CUTLASS's 128 x 128 makes four, 64 x 96 at M = 192 (no
+    # 128-row tiles there) and 64 x 64 in two CTAs per SM at M = 64 with short K. At M <= 64 the
+    # 64-row tiles launch with programmatic dependent launch (their _pdl configurations): the last
+    # seven shapes take 64 x 16 and 64 x 128 without it (M = 192) and 64 x 48, 64 x 64 and 64 x 96
+    # with it, two CTAs per SM of 64 x 64 at M = 48 (a part-empty row block) and, at M = 512 with
+    # short K, the 96-wide 128-row tiles (more than two waves).
     [
         (130, 384, 512),
         (2048, 4608, 512),
