@@ -116,8 +116,8 @@ if has bench; then
     echo "== DeepGEMM build and warm-up:"; tail -15 "$OUT/deepgemm.log"
     BENCH_ARGS="${BENCH_ARGS:-} --deepgemm"
   fi
-  timeout ${BENCH_TIMEOUT:-330} python3 benchmarks/gemm_cuda.py ${BENCH_ARGS:-} --out "$OUT/RESULTS.md" 2>&1 \
-    | tee "$OUT/bench.log" | tail -16
+  timeout "${BENCH_TIMEOUT:-330}" python3 benchmarks/gemm_cuda.py ${BENCH_ARGS:-} \
+    --out "$OUT/RESULTS.md" 2>&1 | tee "$OUT/bench.log" | tail -16
 fi
 if has explore; then
   # Its own log and table: a bench stage in the same call keeps bench.log and RESULTS.md.

@@ -105,10 +105,10 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // than two waves, or leave the second row block at most half full (128 < M <= 192) in up to
   // three. Likely why (not profiled): one CTA's epilogue and next tile's start overlap the other's
   // mainloop, where a 128-row tile's waits have nothing beside them. RESULTS.md 20a-20d, at
-  // K <= 768, 64 x 64 against the 96-wide tiles: 175 vs
-  // 136 at 128 x 4096 x 512, 200 vs 175 at 128 x 7168 x 512, 324 vs 283 at 128 x 16384 x 512, 146
-  // vs 128 at 128 x 7168 x 256, 205 vs 186 at 128 x 16384 x 256, 241 vs 214 at 96 x 16384, 322 vs
-  // 285 at 256 x 7168, 265 vs 233 at 256 x 4096. At 128 < M <= 192 the 64 x 96 ones: 277 vs 252
+  // K <= 768, 64 x 64 against the 96-wide tiles: 175 vs 136 at 128 x 4096 x 512, 200 vs 175 at
+  // 128 x 7168 x 512, 324 vs 283 at 128 x 16384 x 512, 146 vs 128 at 128 x 7168 x 256, 205 vs 186
+  // at 128 x 16384 x 256, 241 vs 214 at 96 x 16384, 322 vs 285 at 256 x 7168, 265 vs 233 at
+  // 256 x 4096. At 128 < M <= 192 the 64 x 96 ones: 277 vs 252
   // (64 x 64) vs 217 at 192 x 7168 x 512, 427 vs 408 vs 368 at 192 x 16384 (20b). In more waves
   // the 128-row tiles stay ahead or equal (20a, 20b): 554 vs 492 at 256 x 32768 x 512, 452 vs 430
   // at 512 x 7168 x 512, 419 vs 353 at 1024 x 7168 x 256, 317 vs 305 at 256 x 16384 x 256, 444 vs
@@ -283,7 +283,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   //   96-wide rule takes.
   //   Measured from K = 2048; below it, CUTLASS's 128 x 128 as through run 17.
   if (k < 2048) return index_of("coop_128x128_c1x1");
-  const int64_t waves112 = waves(count(112));
+  const int64_t waves112 = waves(tiles112);
   const char* pick = "coop_128x128_c1x1";
   int64_t least = waves(count(128)) * 128;
   if (waves112 <= 3 && waves112 * 112 < least) {

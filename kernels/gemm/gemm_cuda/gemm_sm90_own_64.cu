@@ -17,9 +17,10 @@
 
 // own_64xW and own_64xW_pdl: one kernel (the same TileConfig), launched without and with
 // programmatic dependent launch.
+#define GEMM_SM90_OWN_64_TILE(W) W, 1, false, W, 64, 16, true
 #define GEMM_SM90_DEFINE_OWN_64(W)                                                       \
-  GEMM_SM90_DEFINE_OWN_CONFIG(own_64x##W, false, W, 1, false, W, 64, 16, true)           \
-  GEMM_SM90_DEFINE_OWN_CONFIG(own_64x##W##_pdl, true, W, 1, false, W, 64, 16, true)
+  GEMM_SM90_DEFINE_OWN_CONFIG(own_64x##W, false, GEMM_SM90_OWN_64_TILE(W))               \
+  GEMM_SM90_DEFINE_OWN_CONFIG(own_64x##W##_pdl, true, GEMM_SM90_OWN_64_TILE(W))
 
 GEMM_SM90_DEFINE_OWN_64(16)
 GEMM_SM90_DEFINE_OWN_64(32)
@@ -37,5 +38,6 @@ GEMM_SM90_DEFINE_OWN_64(128)
 // (RESULTS.md run 20); likely because a CTA's epilogue and the start of its next tile overlap the
 // other CTA's mainloop (not profiled). Also tried (20a, 20b): two CTAs of 64 x 128, 64 x 48 and
 // 64 x 32 tiles, three of 64 x 64 and 64 x 32, seldom ahead.
-GEMM_SM90_DEFINE_OWN_CONFIG(own_64x64_x2, true, 64, 1, false, 64, 64, 16, true, 2)
-GEMM_SM90_DEFINE_OWN_CONFIG(own_64x96_x2, true, 96, 1, false, 96, 64, 16, true, 2)
+// The same tiles as own_64x64 and own_64x96, kCtasPerSm = 2.
+GEMM_SM90_DEFINE_OWN_CONFIG(own_64x64_x2, true, GEMM_SM90_OWN_64_TILE(64), 2)
+GEMM_SM90_DEFINE_OWN_CONFIG(own_64x96_x2, true, GEMM_SM90_OWN_64_TILE(96), 2)

@@ -109,7 +109,8 @@ using WgmmaOp = typename WgmmaAtom<N>::type;
 // more, where their throughput counts (17g, 17i; the table takes each where it is ahead).
 // kCtasPerSm: CTAs resident per SM (the grid holds that many per SM), each with an equal share of
 // its shared memory and registers. 2 for the 64-row tiles at short K and few tiles
-// (own_64x64_x2): one CTA's epilogue and next tile's start overlap the other's mainloop.
+// (own_64x64_x2, own_64x96_x2): likely, one CTA's epilogue and next tile's start overlap the
+// other's mainloop.
 template <int BN, int kDBufs_, bool kTurns_, int kWaveN_ = BN, int BM = 128, int kMaxStages = 8,
           bool kPipe_ = false, int kCtasPerSm_ = 1>
 struct TileConfig {

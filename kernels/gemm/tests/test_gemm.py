@@ -346,9 +346,9 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
     "own_128x192" (and "_d2", its double-buffered output) and "own_128x96" (each also "_shortk", its
     k-block loops not unrolled, launched with programmatic dependent launch; "own_128x96_pipe" its k
     blocks pipelined) our TMA + wgmma kernel, with "own_128x256" (two 128-column waves per k block),
-    "own_128x160", "own_128x112_pipe", "own_128x64", "own_128x32" and the 64-row tiles (one math
-    warpgroup; "_pdl", launched with programmatic dependent launch; "own_64x64_x2", two CTAs per
-    SM): its 256-, 192-, 160-, 112- and 96-column tiles straddle b's 128-column scale blocks and
+    "own_128x160", "own_128x112_pipe" (and "_pdl"), "own_128x64", "own_128x32" and the 64-row
+    tiles (one math warpgroup; "_pdl", launched with programmatic dependent launch; "_x2", two CTAs
+    per SM): its 256-, 192-, 160-, 112- and 96-column tiles straddle b's 128-column scale blocks and
     overhang N at most of these N, and most M leave 64-row tiles part empty."""
     if gemm.backend != "cuda":  # "default" too: the shapes are about the CUDA kernels' tiles
         pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
