@@ -14,9 +14,10 @@ then times, on the same inputs:
   deepgemm  DeepGEMM's fp8_gemm_nt (--deepgemm, when the deep_gemm package imports)
   deq+bf16  dequantise a and b to bfloat16 with their scales, then torch.matmul (all timed)
 With --explore it also times every configuration built (GEMM_SM90_CONFIG=<name>, names read from
-gemm_sm90_configs.h, or those $EXPLORE_CONFIGS lists) at every shape, each kernel alone (CUDA
-graphs), beside the time torch takes to fill the output (the write-bandwidth floor of short K),
-and writes that matrix; then the tile orders, also from CUDA graphs (EXPLORE_ORDERS=0 leaves them
+gemm_sm90_configs.h, or those $EXPLORE_CONFIGS lists, where "default" is the dispatch table's
+choice and "cuBLAS" cuBLAS's kernel) at every shape, each kernel alone (CUDA graphs), beside
+the time torch takes to fill the output (the write-bandwidth floor of short K), and writes that
+matrix; then the tile orders, also from CUDA graphs (EXPLORE_ORDERS=0 leaves them
 out; $EXPLORE_ORDER_CONFIGS and $EXPLORE_ORDER_LIST, "swizzle,raster ...", choose them).
 
 Timing: CUDA events around a batch of 10 calls (median of --runs batches after --warmup calls);
@@ -472,15 +473,18 @@ def main() -> None:
             # every configuration alike.
             passes: dict[str, list[float]] = {name: [] for name in configs}
             failed: dict[str, str] = {}
+            # "default" is the dispatch table's choice, "cuBLAS" its scaled_mm beside them.
+            maker = {"cuBLAS": cublas}
             for order in (configs, configs[::-1]):
                 for name in order:
-                    with Env("GEMM_SM90_CONFIG", name):
+                    make = maker.get(name, ours)
+                    with Env("GEMM_SM90_CONFIG", None if name in ("default", "cuBLAS") else name):
                         try:
-                            error = check(ours(x), x, ref)
+                            error = check(make(x), x, ref)
                             if not error < 1e-2:
                                 failed[name] = f"BAD {error:.1e}"
-                            passes[name].append(graph_ms([ours(s) for s in sets], 3, args.runs))
-                        except RuntimeError as failure:
+                            passes[name].append(graph_ms([make(s) for s in sets], 3, args.runs))
+                        except (RuntimeError, ValueError) as failure:
                             failed[name] = "failed: " + str(failure).splitlines()[0][:60]
             cells = [
                 failed.get(name) or tflops(m, n, k, statistics.mean(passes[name]))

@@ -80,9 +80,11 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
     return (m + tile_m - 1) / tile_m * ((n + tile_n - 1) / tile_n);
   };
   auto waves = [&](int64_t tiles_n) { return (tiles_n + sms - 1) / sms; };
-  auto full = [&](int64_t tiles_n) {
-    return static_cast<double>(tiles_n) / static_cast<double>(waves(tiles_n) * sms);
+  // The share of the slots (one tile each) that `tiles` fill in their waves of `slots`.
+  auto fill = [](int64_t tiles, int64_t slots) {
+    return static_cast<double>(tiles) / static_cast<double>((tiles + slots - 1) / slots * slots);
   };
+  auto full = [&](int64_t tiles_n) { return fill(tiles_n, sms); };
   // Short K (1 to 6 k-blocks): each tile's epilogue (writing its bf16 rows) is as long as its
   // mainloop, and since our own kernel writes them with stmatrix it wins (RESULTS.md run 14;
   // graph replays, TFLOP/s). Four waves or more: its 192-wide tiles, one output buffer: 598 vs
@@ -100,30 +102,39 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // 96-wide ones at 10 of 13 shapes measured, by up to 19 % (197 vs 187 at 64 x 32768 x 512,
   // 81 vs 69 at 32 x 16384 x 512, 110 vs 97 at 64 x 7168 x 512, 192 vs 161 at
   // 64 x 16384 x 768), equal at one, 3-4 % behind at two (RESULTS.md 18b, 18c).
-  // Two CTAs per SM of 64-row tiles (own_64x64_x2 and own_64x96_x2, launched with programmatic
-  // dependent launch) at M <= 256 (as far as measured) where 96-wide 128-row tiles make fewer
-  // than two waves, or leave the second row block at most half full (128 < M <= 192) in up to
-  // three. Likely why (not profiled): one CTA's epilogue and next tile's start overlap the other's
-  // mainloop, where a 128-row tile's waits have nothing beside them. RESULTS.md 20a-20d, at
-  // K <= 768, 64 x 64 against the 96-wide tiles: 175 vs 136 at 128 x 4096 x 512, 200 vs 175 at
-  // 128 x 7168 x 512, 324 vs 283 at 128 x 16384 x 512, 146 vs 128 at 128 x 7168 x 256, 205 vs 186
-  // at 128 x 16384 x 256, 241 vs 214 at 96 x 16384, 322 vs 285 at 256 x 7168, 265 vs 233 at
-  // 256 x 4096. At 128 < M <= 192 the 64 x 96 ones: 277 vs 252
-  // (64 x 64) vs 217 at 192 x 7168 x 512, 427 vs 408 vs 368 at 192 x 16384 (20b). In more waves
-  // the 128-row tiles stay ahead or equal (20a, 20b): 554 vs 492 at 256 x 32768 x 512, 452 vs 430
-  // at 512 x 7168 x 512, 419 vs 353 at 1024 x 7168 x 256, 317 vs 305 at 256 x 16384 x 256, 444 vs
-  // 426 at 128 x 32768 x 768, 362 vs 362 at 128 x 32768 x 512 (the exception: 224 vs 250 at
-  // 128 x 32768 x 256). At M <= 64 the 64 x 64 ones take over from the few-tiles rule's _pdl
-  // tiles below where 64 x 64 tiles make more than one wave: 226 vs 216 at 64 x 32768 x 512, 62
-  // vs 59 at 16 x 32768, 93 vs 90 at 32 x 16384, 234 vs 225 at 64 x 16384 x 768 (20d; in one
-  // wave, at 16 and 32 x 7168 x 512, within 3 % either way, 20b).
-  // The same from K = 896 to 1536 at M > 96 (RESULTS.md 20g, 20h; the table took 128-row tiles
-  // of CUTLASS or ours there): 318 vs 290 at 128 x 7168 x 1024, 424 vs 379 at 128 x 16384 x 1024,
-  // 465 vs 456 at 128 x 24576 x 1024, 386 vs 361 at 128 x 7168 x 1536, 517 vs 489 at
-  // 128 x 24576 x 1536, 467 vs 466 at 256 x 7168 x 1024; 64 x 96 tiles: 413 vs 337 at
-  // 192 x 7168 x 1024, 246 vs 210 at 160 x 4096 x 1024, 355 vs 313 at 192 x 4096 x 1536. Not at
-  // M = 96, where the second 64-row block is half empty: 292 vs 329 at 96 x 16384 x 1536 (214 vs
-  // 210 at 96 x 7168 x 1024).
+  // Two CTAs per SM (the _x2 configurations, launched with programmatic dependent launch) where
+  // 128-row tiles would leave SMs or rows idle. Likely why they win (not profiled): one CTA's
+  // epilogue and next tile's start overlap the other's mainloop, where a lone CTA's waits have
+  // nothing beside them. At 128 < M <= 192, where the second 128-row block is at most half full,
+  // 64 x 96 tiles: at short K (to 768) at every N measured, to K = 1536 in up to three waves of
+  // 96-wide 128-row tiles (RESULTS.md 20b, 20g, 21b): 277 vs 217 (the 96-wide tiles) at
+  // 192 x 7168 x 512, 427 vs 368 at 192 x 16384, 446 vs 401 at 192 x 32768 x 512, 427 vs 350 at
+  // 160 x 32768 x 768 (21b), 413 vs 337 at 192 x 7168 x 1024. At M <= 64, 64 x 64 tiles where they
+  // make more than one wave (else the few-tiles rule's _pdl tiles below): 226 vs 216 at
+  // 64 x 32768 x 512, 62 vs 59 at 16 x 32768, 93 vs 90 at 32 x 16384, 234 vs 225 at
+  // 64 x 16384 x 768 (20d).
+  // Elsewhere at M <= 256, at short K and where 96-wide tiles make fewer than two waves (to
+  // K = 1536, M > 96), the tiles whose waves are fullest: a wave takes about as long whether its
+  // slots (a CTA each) are all taken or not. Candidates, the earlier on a tie (within 0.02): our
+  // 96-wide 128-row tiles (one CTA per SM), 128 x 64 in two CTAs per SM, 64 x 64 in two. Until
+  // run 20 the table took 64 x 64 in two CTAs wherever 96-wide tiles made fewer than two waves;
+  // against that (RESULTS.md 21b-21d, graph replays, TFLOP/s): the 96-wide tiles where their
+  // waves are full, 555 vs 489 at 256 x 12288 x 768, 469 vs 348 at 224 x 12288 x 768, 327 vs 292
+  // at 224 x 10240 x 512, 645 vs 549 at 256 x 12288 x 1024, 480 vs 452 at 128 x 24576 x 1024;
+  // 128 x 64 in two CTAs where theirs are (one row block per tile, where 64 x 64 tiles load b
+  // twice): 423 vs 393 at 256 x 7168 x 768, 391 vs 338 at 224 x 8192 x 768, 423 vs 390 at
+  // 112 x 16384 x 1536, and at 96 and 128 x 32768 against the 96-wide tiles (2.6 waves), 293 vs
+  // 271 at 96 x 32768 x 512, 382 vs 364 at 128 x 32768 x 512 (21a; cuBLAS 383). All of run 21's
+  // changes to this table together, at the 220 shapes of 21a-21e whose choice changed: +9.5 %
+  // (geometric mean); 4 more than 3 % behind, by at most 8 % (224 x 5120 x 256: 125 vs 136).
+  // At 128 < M <= 256 with two or more waves of 96-wide tiles, those (the short-K rule below):
+  // 456 vs 436 (128 x 64 in two CTAs) at 256 x 16384 x 512, 553 vs 467 at K = 768.
+  // At 64 < M <= 96 from K = 896 to 2047 the same among our 96-wide tiles, 64 x 128 with
+  // programmatic dependent launch and our 128 x 128 with it (the rows are part empty in 64- and
+  // 128-row tiles alike; two CTAs of 64 x 64 lost, 292 vs 329 at 96 x 16384 x 1536, 20g). Against
+  // CUTLASS's 128 x 128 or 192-wide tiles, the choice before (21b, 21d): 191 vs 178 at
+  // 80 x 7168 x 1024, 312 vs 280 at 96 x 16384 x 1024, 354 vs 329 at 96 x 16384 x 1536 (cuBLAS
+  // 358), 363 vs 337 at 96 x 24576 x 1024, 308 vs 249 at 88 x 20480 x 1152.
   // Before them, from K = 896 to 2048: where 128 tiles of 128 x 112 are one full wave (M a
   // multiple of 128 from 256: 256 x 7168, 512 x 3584), those with programmatic dependent launch
   // (RESULTS.md 20i): 486 vs 455 (64 x 64, two CTAs) vs 461 (the same tiles without it) at
@@ -132,10 +143,37 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   const int64_t tiles112 = count(112);
   if (k > 768 && k <= 2048 && m >= 256 && m % 128 == 0 && tiles112 <= sms && full(tiles112) >= 0.95)
     return index_of("own_128x112_pipe_pdl");
-  if (k <= 1536 && m > 128 && m <= 192 && count(96) <= 3 * sms) return index_of("own_64x96_x2");
-  if (m <= 64 ? k <= 768 && count(64, 64) > sms
-              : m <= 256 && count(96) < 2 * sms && (k <= 768 || (k <= 1536 && m > 96)))
-    return index_of("own_64x64_x2");
+  if (m > 128 && m <= 192 && (k <= 768 || (k <= 1536 && count(96) <= 3 * sms)))
+    return index_of("own_64x96_x2");
+  if (m <= 64 && k <= 768 && count(64, 64) > sms) return index_of("own_64x64_x2");
+  struct Candidate {
+    int64_t rows, cols, ctas_per_sm;
+    const char* name;
+  };
+  constexpr Candidate kFewRows[] = {{128, 96, 1, "own_128x96_shortk"},
+                                    {128, 64, 2, "own_128x64_x2"},
+                                    {64, 64, 2, "own_64x64_x2"}};
+  constexpr Candidate kRows96[] = {{128, 96, 1, "own_128x96_shortk"},
+                                   {64, 128, 1, "own_64x128_pdl"},
+                                   {128, 128, 1, "own_128x128_pipe_pdl"}};
+  const Candidate* candidates = nullptr;
+  if (m > 64 && m <= 256 && !(m > 128 && count(96) >= 2 * sms) &&
+      (k <= 768 || (k <= 1536 && m > 96 && count(96) < 2 * sms)))
+    candidates = kFewRows;
+  else if (m > 64 && m <= 96 && k > 768 && k < 2048)
+    candidates = kRows96;
+  if (candidates != nullptr) {
+    const Candidate* best = candidates;
+    double best_fill = fill(count(best->cols, best->rows), sms * best->ctas_per_sm);
+    for (const Candidate* c = candidates + 1; c != candidates + 3; ++c) {
+      const double f = fill(count(c->cols, c->rows), sms * c->ctas_per_sm);
+      if (f > best_fill + 0.02) {
+        best = c;
+        best_fill = f;
+      }
+    }
+    return index_of(best->name);
+  }
   if (k <= 768 && m > 64)
     return index_of(count(128) >= 4 * sms ? "own_128x192_shortk" : "own_128x96_shortk");
   // Few tiles: long K where some 128-row tile fits in one wave. Each tile streams (rows + columns)
@@ -146,10 +184,15 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // cycle, about 47, against the multiply-adds per SM and cycle our largest tiles run at, about
   // 2800), and the time goes as waves x that; the tile of least cost wins, on a tie the earlier in
   // the list (128 rows first: two math warpgroups). The L2 term is the cost DeepGEMM's heuristic
-  // minimises. Candidates: our 128 x 96 and 128 x 112 tiles (pipelined), CUTLASS's 128 x 128, our
+  // minimises. Candidates: our 128 x 96, 128 x 112 and 128 x 128 tiles (pipelined), our
   // 128 x 160, 128 x 192, 128 x 256 and 128 x 64, and the 64-row ones (one math warpgroup);
-  // 128 x 32 never costs less than 64 x 64. At M <= 64, 64-row tiles only: 128-row ones compute
-  // and store half their rows for nothing, which the cost does not see.
+  // 128 x 32 never costs less than 64 x 64. Our 128 x 128 took the place of CUTLASS's in run 21,
+  // with programmatic dependent launch where M is one row block (M <= 128): 340 vs 316 at
+  // 80 x 16384 x 2048, 463 vs 435 at 96 x 16384 x 4096, 663 vs 630 at 128 x 16384 x 7168, 1208 vs
+  // 1170 at 1024 x 2048 x 7168, 1282 vs 1229 at 1024 x 4096 x 7168; level at 256 x 16384 (992 vs
+  // 985 at K = 4096, 1037 vs 1042 at 7168) (RESULTS.md 21c, 21e). At M <= 64, 64-row tiles
+  // only: 128-row ones compute and store half their rows for nothing, which the cost does not
+  // see.
   // The choice was the best measured, or within 3 %, at 51 of the 52 shapes of runs 16a-16k where
   // it was measured (graph replays, TFLOP/s). Against the table before (its choice as measured in
   // run 16): 257 vs 196 at 64 x 4096 x 7168 (64 x 32 against CUTLASS's 64 x 128
@@ -203,11 +246,13 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
       const char* name;
       bool half_empty_block_too = true;  // a candidate where the last 128-row block is half empty
       const char* at_small_m = nullptr;  // the configuration taken at M <= 64, if not `name`
+      const char* one_row_block = nullptr;  // the configuration taken at M <= 128, if not `name`
     };
     // 128-row tiles first; M > 64 comes here from K = 2048 only (the 96-wide tiles' long-K
     // builds), M <= 64 and 128 < M <= 192 take the 64-row tiles alone.
     constexpr Tile kTiles[] = {{128, 96, "own_128x96_pipe"}, {128, 112, "own_128x112_pipe", false},
-                               {128, 128, "coop_128x128_c1x1"},
+                               {128, 128, "own_128x128_pipe", true, nullptr,
+                                "own_128x128_pipe_pdl"},
                                {128, 160, "own_128x160"}, {128, 192, "own_128x192"},
                                {128, 256, "own_128x256"}, {128, 64, "own_128x64"},
                                {64, 16, "own_64x16", true, "own_64x16_pdl"},
@@ -227,7 +272,9 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
         best_cost = cost;
       }
     }
-    return index_of(m <= 64 && best->at_small_m != nullptr ? best->at_small_m : best->name);
+    if (m <= 64 && best->at_small_m != nullptr) return index_of(best->at_small_m);
+    if (m <= 128 && best->one_row_block != nullptr) return index_of(best->one_row_block);
+    return index_of(best->name);
   }
   // Long K: the mainloop dominates; what is left to choose is how the tiles fill the SMs' waves.
   // Graph replays, TFLOP/s (RESULTS.md run 11; our own tiles have gained 3-8 % since, run 14).
@@ -269,28 +316,38 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
     return index_of(waves(tiles96) <= 3 ? "own_128x96_pipe" : "own_128x96");
   }
   // - Otherwise the 128-row tiles whose waves hold the fewest columns (a wave of any of them
-  //   takes about as long per column): CUTLASS's 128 x 128 (data-parallel; 1024 x 2048: 128
-  //   tiles, where 96s and 192s are two-thirds full), our 128 x 112 (pipelined, in up to three
-  //   waves) or our 128 x 160, on a tie the earlier. Against CUTLASS's 128 x 128, the table's
-  //   choice at all of these through run 17 (RESULTS.md 18b, 18d): 128 x 160 963 vs 774 at
-  //   640 x 7168 x 2048, 1110 vs 894 at K = 7168, 1135 vs 1025 at 1024 x 7168 x 7168 (3 waves
-  //   against 4), 1060 vs 913 at 1536 x 4608 x 2048, 1204 vs 1019 at 1024 x 5120 x 4096; 128 x 112
-  //   1180 vs 1050 at 768 x 7168 x 7168 (3 waves, 97 % full, against 3 of 85 %), 903 vs 810 at
-  //   768 x 4608 x 2048. Stream-K, which splits K so that every SM gets the same work, lost at
-  //   every shape measured that reaches this rule: 1057 vs 1101 at 512 x 7168 x 7168, 1009 vs 1105
-  //   at 768 x 7168, 1070 vs 1085 at 1024 x 7168 (RESULTS.md run 12; 1079 vs 1135 for 128 x 160 in
-  //   18d). It won only at 1024 x 4608 x 7168 (1056 vs 938, its last wave 18 % full), which the
-  //   96-wide rule takes.
-  //   Measured from K = 2048; below it, CUTLASS's 128 x 128 as through run 17.
-  if (k < 2048) return index_of("coop_128x128_c1x1");
+  //   takes about as long per column): our 128 x 128 (1024 x 2048: 128 tiles, where 96s and 192s
+  //   are two-thirds full), our 128 x 112 (in up to three waves) or our 128 x 160, on a tie the
+  //   earlier, all pipelined. Against CUTLASS's 128 x 128, the table's choice at all of these
+  //   through run 17 (RESULTS.md 18b, 18d): 128 x 160 963 vs 774 at 640 x 7168 x 2048, 1110 vs
+  //   894 at K = 7168, 1135 vs 1025 at 1024 x 7168 x 7168 (3 waves against 4), 1060 vs 913 at
+  //   1536 x 4608 x 2048, 1204 vs 1019 at 1024 x 5120 x 4096; 128 x 112 1180 vs 1050 at
+  //   768 x 7168 x 7168 (3 waves, 97 % full, against 3 of 85 %), 903 vs 810 at 768 x 4608 x 2048.
+  //   Stream-K, which splits K so that every SM gets the same work, lost at every shape measured
+  //   that reaches this rule: 1057 vs 1101 at 512 x 7168 x 7168, 1009 vs 1105 at 768 x 7168, 1070
+  //   vs 1085 at 1024 x 7168 (RESULTS.md run 12; 1079 vs 1135 for 128 x 160 in 18d). It won only
+  //   at 1024 x 4608 x 7168 (1056 vs 938, its last wave 18 % full), which the 96-wide rule takes.
+  //   Our 128 x 128 in CUTLASS's place (run 21): 1253 vs 1133 at 2048 x 4096 x 7168, 1249 vs 1109
+  //   at 2048 x 5120 x 7168, 1244 vs 1123 at 4096 x 2048 x 7168, 1019 vs 899 at 2048 x 2048 x 2048
+  //   (RESULTS.md 21e).
+  //   Below K = 2048 (CUTLASS's 128 x 128 through run 20) the same with programmatic dependent
+  //   launch, and our 192-wide short-K tiles in 128 x 160's place: against CUTLASS's 128 x 128,
+  //   835 vs 729 at 1024 x 7168 x 1024 (128 x 128), 681 vs 604 at 512 x 7168 x 1024 (128 x 112),
+  //   596 vs 463 at 384 x 7168 x 1024 (192 in one wave, 86 % full), 518 vs 385 at
+  //   200 x 9216 x 1792; 62 shapes of 21e changed, +12 % (geometric mean), the least 0.98.
+  const bool short_k = k < 2048;
   const int64_t waves112 = waves(tiles112);
-  const char* pick = "coop_128x128_c1x1";
+  const char* pick = short_k ? "own_128x128_pipe_pdl" : "own_128x128_pipe";
   int64_t least = waves(count(128)) * 128;
   if (waves112 <= 3 && waves112 * 112 < least) {
-    pick = "own_128x112_pipe";
+    pick = short_k ? "own_128x112_pipe_pdl" : "own_128x112_pipe";
     least = waves112 * 112;
   }
-  if (waves(count(160)) * 160 < least) pick = "own_128x160";
+  if (short_k) {
+    if (waves(tiles192) * 192 < least) pick = "own_128x192_shortk";
+  } else if (waves(count(160)) * 160 < least) {
+    pick = "own_128x160";
+  }
   return index_of(pick);
 }
 

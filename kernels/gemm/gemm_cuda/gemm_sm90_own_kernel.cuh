@@ -1,7 +1,8 @@
-// Our own H100 (sm_90a) FP8 kernel, for the tiles CUTLASS 4.2's blockwise mainloop cannot build:
-// 128 x BLOCK_N with BLOCK_N not a multiple of 128 (gemm_sm90.cu's table uses 64, 96, 160 and
-// 192), 128 x 256 in two 128-column waves (kWaveN below), and 64 x 16 to 64 x 128 with one math
-// warpgroup.
+// Our own H100 (sm_90a) FP8 kernel, first for the tiles CUTLASS 4.2's blockwise mainloop cannot
+// build: 128 x BLOCK_N with BLOCK_N not a multiple of 128 (gemm_sm90.cu's table uses 64, 96, 112,
+// 160 and 192), 128 x 256 in two 128-column waves (kWaveN below), and 64 x 16 to 64 x 128 with
+// one math warpgroup; since run 21 of benchmarks/RESULTS.md also for CUTLASS's own tile,
+// 128 x 128, where ours was faster.
 // Same layouts and result as the CUTLASS configurations (gemm_sm90_kernel.cuh):
 //   a        (M, K) row-major e4m3
 //   bt       (N, K) row-major e4m3 (b column-major)
@@ -23,7 +24,7 @@
 // and a second warp writes each k block's two b scales into the same stages. Warpgroups 1 and 2
 // (1 alone for 64-row tiles) do the math, 64 rows each; each stores its bf16 rows through a
 // swizzled shared-memory buffer with TMA stores (which clip rows >= M and columns >= N) that
-// drain while its next tile's mainloop runs. One CTA per SM, or two (kCtasPerSm) for 64-row tiles
+// drain while its next tile's mainloop runs. One CTA per SM, or two (kCtasPerSm) for some tiles
 // at short K.
 #pragma once
 
@@ -108,9 +109,9 @@ using WgmmaOp = typename WgmmaAtom<N>::type;
 // it is -1 % to +15 % in up to three waves, but up to 12 % behind the loops unrolled by turns in
 // more, where their throughput counts (17g, 17i; the table takes each where it is ahead).
 // kCtasPerSm: CTAs resident per SM (the grid holds that many per SM), each with an equal share of
-// its shared memory and registers. 2 for the 64-row tiles at short K and few tiles
-// (own_64x64_x2, own_64x96_x2): likely, one CTA's epilogue and next tile's start overlap the
-// other's mainloop.
+// its shared memory and registers. 2 for 64 x 64, 64 x 96 and 128 x 64 tiles at short K and few
+// tiles (own_64x64_x2, own_64x96_x2, own_128x64_x2): likely, one CTA's epilogue and next tile's
+// start overlap the other's mainloop.
 template <int BN, int kDBufs_, bool kTurns_, int kWaveN_ = BN, int BM = 128, int kMaxStages = 8,
           bool kPipe_ = false, int kCtasPerSm_ = 1>
 struct TileConfig {
@@ -543,7 +544,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
   // warpgroups take (232 - 168) x 256, the same number; asking for more than was given back makes
   // the math warpgroups wait forever (48 / 232 hangs). With one math warpgroup (256 threads)
   // alone on its SM every thread may have the 255 registers a thread can address: nothing to
-  // move. Two such CTAs per SM launch at 128 and the math warpgroup takes 216 (kMathRegs).
+  // move. Two such CTAs per SM launch at 128 and the math warpgroup takes 216 (kMathRegs); two
+  // CTAs of 128-row tiles launch at 80 and their math warpgroups take 96.
   constexpr bool kReconfigure = Cfg::kMathWgs == 2 || Cfg::kCtasPerSm > 1;
   if (wg == 0) {
     if constexpr (kReconfigure) cutlass::arch::warpgroup_reg_dealloc<40>();

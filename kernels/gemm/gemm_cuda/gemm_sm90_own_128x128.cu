@@ -1,0 +1,13 @@
+// 128 x 128 tiles of our own kernel (gemm_sm90_own_kernel.cuh), k blocks pipelined (kPipe): the
+// tile of CUTLASS's blockwise kernel, which the dispatch table (gemm_sm90.cu) chose through run 20
+// of benchmarks/RESULTS.md wherever 128 x 128 was the tile to take; ours was ahead of it there,
+// by up to 16 % at 1024 x 7168 x 1024 and 11 % at 2048 x 4096 x 7168, level at 256 x 16384 (run
+// 21). 5 pipeline stages fit beside the output buffers. own_128x128_pipe_pdl: the same kernel
+// launched with programmatic dependent launch, the table's choice below K = 2048 and where M is
+// one row block (M <= 128).
+#include "gemm_sm90_own_launch.cuh"
+
+// One kernel (the same TileConfig), launched without and with programmatic dependent launch.
+#define GEMM_SM90_OWN_128X128 128, 1, false, 128, 128, 8, true
+GEMM_SM90_DEFINE_OWN_CONFIG(own_128x128_pipe, false, GEMM_SM90_OWN_128X128)
+GEMM_SM90_DEFINE_OWN_CONFIG(own_128x128_pipe_pdl, true, GEMM_SM90_OWN_128X128)
