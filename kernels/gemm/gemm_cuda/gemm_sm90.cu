@@ -156,24 +156,24 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   constexpr Candidate kRows96[] = {{128, 96, 1, "own_128x96_shortk"},
                                    {64, 128, 1, "own_64x128_pdl"},
                                    {128, 128, 1, "own_128x128_pipe_pdl"}};
-  const Candidate* candidates = nullptr;
-  if (m > 64 && m <= 256 && !(m > 128 && count(96) >= 2 * sms) &&
-      (k <= 768 || (k <= 1536 && m > 96 && count(96) < 2 * sms)))
-    candidates = kFewRows;
-  else if (m > 64 && m <= 96 && k > 768 && k < 2048)
-    candidates = kRows96;
-  if (candidates != nullptr) {
-    const Candidate* best = candidates;
-    double best_fill = fill(count(best->cols, best->rows), sms * best->ctas_per_sm);
-    for (const Candidate* c = candidates + 1; c != candidates + 3; ++c) {
-      const double f = fill(count(c->cols, c->rows), sms * c->ctas_per_sm);
-      if (f > best_fill + 0.02) {
-        best = c;
+  // The candidate whose waves are fullest; the earlier unless a later one fills more than 0.02
+  // more of its slots.
+  auto fullest = [&](const auto& candidates) {
+    const Candidate* best = nullptr;
+    double best_fill = 0.0;
+    for (const Candidate& c : candidates) {
+      const double f = fill(count(c.cols, c.rows), sms * c.ctas_per_sm);
+      if (best == nullptr || f > best_fill + 0.02) {
+        best = &c;
         best_fill = f;
       }
     }
     return index_of(best->name);
-  }
+  };
+  if (m > 64 && m <= 256 && !(m > 128 && count(96) >= 2 * sms) &&
+      (k <= 768 || (k <= 1536 && m > 96 && count(96) < 2 * sms)))
+    return fullest(kFewRows);
+  if (m > 64 && m <= 96 && k > 768 && k < 2048) return fullest(kRows96);
   if (k <= 768 && m > 64)
     return index_of(count(128) >= 4 * sms ? "own_128x192_shortk" : "own_128x96_shortk");
   // Few tiles: long K where some 128-row tile fits in one wave. Each tile streams (rows + columns)
