@@ -129,6 +129,13 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // (geometric mean); 4 more than 3 % behind, by at most 8 % (224 x 5120 x 256: 125 vs 136).
   // At 128 < M <= 256 with two or more waves of 96-wide tiles, those (the short-K rule below):
   // 456 vs 436 (128 x 64 in two CTAs) at 256 x 16384 x 512, 553 vs 467 at K = 768.
+  // At 256 < M <= 512 with short K, where 96-wide tiles make fewer than three waves, the fullest
+  // waves again, among the 96-wide tiles, our 128 x 128 (with programmatic dependent launch),
+  // 128 x 64 in two CTAs and 64 x 64 in two (in more waves the 96- or 192-wide tiles, below).
+  // Against the 96-wide tiles, the choice before (RESULTS.md 21i, 21j): 327 vs 274 at
+  // 288 x 5120 x 768 (128 x 128), 429 vs 370 at 320 x 6144 x 768 (64 x 64), 428 vs 364 at
+  // 448 x 4096 x 768, 308 vs 280 at 480 x 3584 x 512 (cuBLAS 326); at the 165 shapes measured,
+  // +4 % (geometric mean), none more than 1 % behind. Other orders of the candidates did worse.
   // At 64 < M <= 96 from K = 896 to 2047 the same among our 96-wide tiles, 64 x 128 with
   // programmatic dependent launch and our 128 x 128 with it (the rows are part empty in 64- and
   // 128-row tiles alike; two CTAs of 64 x 64 lost, 292 vs 329 at 96 x 16384 x 1536, 20g). Against
@@ -153,6 +160,10 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   constexpr Candidate kFewRows[] = {{128, 96, 1, "own_128x96_shortk"},
                                     {128, 64, 2, "own_128x64_x2"},
                                     {64, 64, 2, "own_64x64_x2"}};
+  constexpr Candidate kMidRows[] = {{128, 96, 1, "own_128x96_shortk"},
+                                    {128, 128, 1, "own_128x128_pipe_pdl"},
+                                    {128, 64, 2, "own_128x64_x2"},
+                                    {64, 64, 2, "own_64x64_x2"}};
   constexpr Candidate kRows96[] = {{128, 96, 1, "own_128x96_shortk"},
                                    {64, 128, 1, "own_64x128_pdl"},
                                    {128, 128, 1, "own_128x128_pipe_pdl"}};
@@ -173,6 +184,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   if (m > 64 && m <= 256 && !(m > 128 && count(96) >= 2 * sms) &&
       (k <= 768 || (k <= 1536 && m > 96 && count(96) < 2 * sms)))
     return fullest(kFewRows);
+  if (m > 256 && m <= 512 && k <= 768 && count(96) < 3 * sms) return fullest(kMidRows);
   if (m > 64 && m <= 96 && k > 768 && k < 2048) return fullest(kRows96);
   if (k <= 768 && m > 64)
     return index_of(count(128) >= 4 * sms ? "own_128x192_shortk" : "own_128x96_shortk");

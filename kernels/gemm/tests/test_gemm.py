@@ -409,7 +409,7 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     if device != "cuda" or gemm.backend != "cuda":
         pytest.skip("programmatic dependent launch: the CUDA build on a CUDA device")
     use_cuda_kernel(kernel, monkeypatch)
-    m, n, k = 512, 7168, 256  # the table's short-K rule; 2-3 tiles per SM
+    m, n, k = 512, 7168, 256  # short K; 1-4 tiles per SM (CTA)
     fp8 = torch.float8_e4m3fn
 
     def next_a(out: torch.Tensor) -> torch.Tensor:
@@ -453,9 +453,10 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     # less full waves), 128 x 160 in three where 128 x 128 tiles make four, 64 x 96 at M = 192
     # (no 128-row tiles there) and 64 x 64 in two CTAs per SM at M = 64 with short K. At M <= 64 the
     # 64-row tiles launch with programmatic dependent launch (their _pdl configurations): the last
-    # seven shapes take 64 x 16 and 64 x 128 without it (M = 192) and 64 x 48, 64 x 64 and 64 x 96
-    # with it, two CTAs per SM of 64 x 64 at M = 48 (a part-empty row block) and, at M = 512 with
-    # short K, the 96-wide 128-row tiles (more than two waves).
+    # eight shapes take 64 x 16 and 64 x 128 without it (M = 192) and 64 x 48, 64 x 64 and 64 x 96
+    # with it, two CTAs per SM of 64 x 64 at M = 48 (a part-empty row block) and, with short K,
+    # our 128 x 128 at 512 x 7168 (the fullest waves) and the 96-wide 128-row tiles at 768 x 7168
+    # (three waves or more).
     [
         (130, 384, 512),
         (2048, 4608, 512),
@@ -492,6 +493,7 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
         (48, 24576, 512),
         (48, 12288, 2048),
         (512, 7168, 256),
+        (768, 7168, 256),
     ],
 )
 def test_cuda_graph_replays_the_op_on_new_inputs(device: str, m: int, n: int, k: int):
