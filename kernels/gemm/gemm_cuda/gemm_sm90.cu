@@ -135,7 +135,10 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // Against the 96-wide tiles, the choice before (RESULTS.md 21i, 21j): 327 vs 274 at
   // 288 x 5120 x 768 (128 x 128), 429 vs 370 at 320 x 6144 x 768 (64 x 64), 428 vs 364 at
   // 448 x 4096 x 768, 308 vs 280 at 480 x 3584 x 512 (cuBLAS 326); at the 165 shapes measured,
-  // +4 % (geometric mean), none more than 1 % behind. Other orders of the candidates did worse.
+  // +4 % (geometric mean), none more than 1 % behind. Other orders of the candidates did worse,
+  // but for one: at K = 256, and at K = 512 where the 128 x 64 tiles make one wave of two CTAs
+  // per SM, those before our 128 x 128, which they were ahead of at every such shape (1.01-1.14;
+  // behind from K = 640): on 27 shapes of 21l, +5 %, one 4 % behind (400 x 4096 x 512).
   // At 64 < M <= 96 from K = 896 to 2047 the same among our 96-wide tiles, 64 x 128 with
   // programmatic dependent launch and our 128 x 128 with it (the rows are part empty in 64- and
   // 128-row tiles alike; two CTAs of 64 x 64 lost, 292 vs 329 at 96 x 16384 x 1536, 20g). Against
@@ -164,6 +167,10 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
                                     {128, 128, 1, "own_128x128_pipe_pdl"},
                                     {128, 64, 2, "own_128x64_x2"},
                                     {64, 64, 2, "own_64x64_x2"}};
+  constexpr Candidate kMidRowsShorter[] = {{128, 96, 1, "own_128x96_shortk"},
+                                           {128, 64, 2, "own_128x64_x2"},
+                                           {128, 128, 1, "own_128x128_pipe_pdl"},
+                                           {64, 64, 2, "own_64x64_x2"}};
   constexpr Candidate kRows96[] = {{128, 96, 1, "own_128x96_shortk"},
                                    {64, 128, 1, "own_64x128_pdl"},
                                    {128, 128, 1, "own_128x128_pipe_pdl"}};
@@ -184,7 +191,9 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   if (m > 64 && m <= 256 && !(m > 128 && count(96) >= 2 * sms) &&
       (k <= 768 || (k <= 1536 && m > 96 && count(96) < 2 * sms)))
     return fullest(kFewRows);
-  if (m > 256 && m <= 512 && k <= 768 && count(96) < 3 * sms) return fullest(kMidRows);
+  if (m > 256 && m <= 512 && k <= 768 && count(96) < 3 * sms)
+    return k <= 256 || (k <= 512 && count(64) <= 2 * sms) ? fullest(kMidRowsShorter)
+                                                           : fullest(kMidRows);
   if (m > 64 && m <= 96 && k > 768 && k < 2048) return fullest(kRows96);
   if (k <= 768 && m > 64)
     return index_of(count(128) >= 4 * sms ? "own_128x192_shortk" : "own_128x96_shortk");

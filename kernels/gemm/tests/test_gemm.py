@@ -455,8 +455,8 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     # 64-row tiles launch with programmatic dependent launch (their _pdl configurations): the last
     # eight shapes take 64 x 16 and 64 x 128 without it (M = 192) and 64 x 48, 64 x 64 and 64 x 96
     # with it, two CTAs per SM of 64 x 64 at M = 48 (a part-empty row block) and, with short K,
-    # our 128 x 128 at 512 x 7168 (the fullest waves) and the 96-wide 128-row tiles at 768 x 7168
-    # (three waves or more).
+    # 128 x 64 in two CTAs per SM at 512 x 7168 (the fullest waves) and the 96-wide 128-row tiles
+    # at 768 x 7168 (three waves or more).
     [
         (130, 384, 512),
         (2048, 4608, 512),
