@@ -8,9 +8,9 @@
 // own_128x64_x2: two CTAs per SM (each with half the SM's shared memory, 3 stages of the ring; 80
 // registers per thread at launch, 96 for the math warpgroups through setmaxnreg, enough for a
 // 64 x 64 accumulator and one wgmma result, not two: k blocks not pipelined), launched with
-// programmatic dependent launch. The table's choice at M <= 256 and short K where its waves are
-// the fullest (256 x 7168, 224 x 8192, 96 and 128 x 32768; RESULTS.md run 21): one row block per
-// tile, where two CTAs of 64 x 64 load each b tile twice.
+// programmatic dependent launch. The table's choice at M <= 512 and short K where its waves are
+// the fullest (256 x 7168, 224 x 8192, 96 and 128 x 32768, 480 x 3584; RESULTS.md run 21): one
+// row block per tile, where two CTAs of 64 x 64 load each b tile twice.
 #include "gemm_sm90_own_launch.cuh"
 
 GEMM_SM90_DEFINE_OWN_CONFIG(own_128x64, false, 64, 1, false, 64, 128, 8, true)

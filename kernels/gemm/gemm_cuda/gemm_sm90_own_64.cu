@@ -31,13 +31,14 @@ GEMM_SM90_DEFINE_OWN_64(128)
 
 // own_64x64_x2 and own_64x96_x2: 64 x 64 and 64 x 96 tiles, two CTAs per SM (each with half the
 // SM's shared memory: 6 and 4 stages of the ring; 128 registers per thread at launch, of which the
-// math warpgroup takes 216 through setmaxnreg), launched with programmatic dependent launch. The
-// table's choice at short K (to 768; to 1536 at M > 96) where 128-row tiles make fewer than two
-// waves or leave their second row block half empty (64 x 96 at 128 < M <= 192), and at M <= 64
-// beyond one wave of 64 x 64 tiles, 2-28 % ahead of the configurations the table took there
-// (RESULTS.md run 20); likely because a CTA's epilogue and the start of its next tile overlap the
-// other CTA's mainloop (not profiled). Also tried (20a, 20b): two CTAs of 64 x 128, 64 x 48 and
-// 64 x 32 tiles, three of 64 x 64 and 64 x 32, seldom ahead.
+// math warpgroup takes 216 through setmaxnreg), launched with programmatic dependent launch.
+// 64 x 96: the table's choice at 128 < M <= 192 (the second 128-row block at most half full) at
+// short K, and to K = 1536 in up to three waves of 96-wide tiles. 64 x 64: at M <= 64 beyond one
+// wave of them, and among the candidates of the table's fullest-waves choice at M <= 512 (run
+// 21). 2-28 % ahead of the configurations the table took before (RESULTS.md run 20); likely
+// because a CTA's epilogue and the start of its next tile overlap the other CTA's mainloop (not
+// profiled). Also tried (20a, 20b, 21a): two CTAs of 64 x 128, 64 x 48 and 64 x 32 tiles, three
+// of 64 x 64 and 64 x 32, seldom ahead.
 // The same tiles as own_64x64 and own_64x96, kCtasPerSm = 2.
 GEMM_SM90_DEFINE_OWN_CONFIG(own_64x64_x2, true, GEMM_SM90_OWN_64_TILE(64), 2)
 GEMM_SM90_DEFINE_OWN_CONFIG(own_64x96_x2, true, GEMM_SM90_OWN_64_TILE(96), 2)
