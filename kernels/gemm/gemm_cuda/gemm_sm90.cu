@@ -99,6 +99,14 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // launched with programmatic dependent launch, so that a call's set-up overlaps the end of the
   // kernel before it: 1-13 % more at each of these shapes (RESULTS.md run 15b; 426 vs 392 at
   // 1024 x 7168 x 256, 616 vs 580 at K = 512, 964 vs 925 at 6144 x 7168 x 512).
+  // Since run 22 the 192-wide tiles also in fewer waves (counted in 128 x 128 tiles) at M > 512:
+  // where they make three or more and those hold no more columns than the 96-wide tiles' waves
+  // (as full, with twice the math per byte of A loaded). Against the 96-wide tiles: +8 %
+  // (geometric mean) at the 51 such shapes of 22c, from +2 % to +15 % (718 vs 624 at
+  // 1664 x 5120 x 512, 463 vs 437 at 4096 x 2048 x 256), and +8 % at 24 random shapes of 22d,
+  // the least +2.7 %. In one or two waves the 96-wide tiles stay ahead (216 vs 195 at
+  // 1024 x 2048 x 256, 371 vs 361 at 768 x 7168 x 256), as where their waves hold fewer columns
+  // (419 vs 411 at 1024 x 7168 x 256).
   // M <= 64 goes to the few-tiles rule's 64-row tiles instead, at short K too: ahead of the
   // 96-wide ones at 10 of 13 shapes measured, by up to 19 % (197 vs 187 at 64 x 32768 x 512,
   // 81 vs 69 at 32 x 16384 x 512, 110 vs 97 at 64 x 7168 x 512, 192 vs 161 at
@@ -196,8 +204,12 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
     return k <= 256 || (k <= 512 && count(64) <= 2 * sms) ? fullest(kMidRowsShorter)
                                                            : fullest(kMidRows);
   if (m > 64 && m <= 96 && k > 768 && k < 2048) return fullest(kRows96);
-  if (k <= 768 && m > 64)
-    return index_of(count(128) >= 4 * sms ? "own_128x192_shortk" : "own_128x96_shortk");
+  if (k <= 768 && m > 64) {
+    const int64_t waves192 = waves(count(192));
+    const bool wide = count(128) >= 4 * sms ||
+                      (m > 512 && waves192 >= 3 && waves192 * 192 <= waves(count(96)) * 96);
+    return index_of(wide ? "own_128x192_shortk" : "own_128x96_shortk");
+  }
   // Few tiles: long K where some 128-row tile fits in one wave. Each tile streams (rows + columns)
   // x K bytes of A and B through L2 into its SM, and with few rows that traffic, not the math, sets
   // the time: 128 tiles of 128 x 32 took 1.7 times as long as 64 of them (192 x 2048 x 7168 against
@@ -212,7 +224,12 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // with programmatic dependent launch where M is one row block (M <= 128): 340 vs 316 at
   // 80 x 16384 x 2048, 463 vs 435 at 96 x 16384 x 4096, 663 vs 630 at 128 x 16384 x 7168, 1208 vs
   // 1170 at 1024 x 2048 x 7168, 1282 vs 1229 at 1024 x 4096 x 7168; level at 256 x 16384 (992 vs
-  // 985 at K = 4096, 1037 vs 1042 at 7168) (RESULTS.md 21c, 21e). At M <= 64, 64-row tiles
+  // 985 at K = 4096, 1037 vs 1042 at 7168) (RESULTS.md 21c, 21e). Since run 22 also with it where
+  // its tiles make one wave of full row blocks (M a multiple of 128) to K = 3072, against the
+  // same tiles without (22c, 22d): +4 % (geometric mean) at the 24 shapes measured, 0 to +7 %
+  // (724 vs 692 at 256 x 8192 x 2048, 818 vs 775 at 384 x 5632 x 2048, 873 vs 814 at
+  // 1024 x 2048 x 2048, 1006 vs 966 at K = 3072); at K = 4096 -1 % to +3 %, not taken. At M = 200 (a part-empty row block) 1 %
+  // to 11 % behind (582 vs 624 at 200 x 8192 x 3072): not taken either. At M <= 64, 64-row tiles
   // only: 128-row ones compute and store half their rows for nothing, which the cost does not
   // see.
   // The choice was the best measured, or within 3 %, at 51 of the 52 shapes of runs 16a-16k where
@@ -238,7 +255,12 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // wave, where the rules below took 128-row tiles, half empty: 302 vs 257 at 64 x 24576 x 1536,
   // 150 vs 131 at 32 x 24576 x 1536, 227 vs 189 at 64 x 16384 x 1024, 285 vs 245 at
   // 64 x 32768 x 1024, 270 vs 234 at 64 x 24576 x 1024, RESULTS.md 20g); where no 128-row tile
-  // fits in one wave at M > 64, the rules below.
+  // fits in one wave at M > 64, the rules below. Since run 22 also from K = 1664 at
+  // 96 < M <= 256 where the rule takes 64-row tiles (its 128-row ones there lack the programmatic
+  // dependent launch the rules below give them): until then the rules below took 128-row tiles,
+  // 96-wide most often, and the 64-row ones were +19 % (geometric mean) at the 35 such shapes of
+  // 22f and 22g, from +2.5 % to +45 % (84 vs 58 at 125 x 1280 x 1920, 551 vs 441 at
+  // 168 x 14336 x 1792, 203 vs 160 at 251 x 2048 x 1792).
   // Also 64-row tiles alone at 128 < M <= 192, where the second 128-row block is at least half
   // empty: the 128-row tiles ran 65-75 % as fast per useful row as at M = 256, and 64-row ones
   // were ahead at five of six shapes, by up to 23 % (875 vs 713 at 192 x 16384 x 7168, 755 vs 687
@@ -259,7 +281,8 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // 737-750 vs 843-848 (CUTLASS's 128 x 128) at 320 x 4608 x 7168, 693 vs 722 at K = 4096, 645 vs
   // 687 at 192 x 7168 x 7168 (at M = 448 they are ahead again: 807 vs 725 at 448 x 7168 x 2048).
   const int64_t tiles96 = count(96);
-  const bool few_tiles = m <= 64 || (k >= 2048 && count(256) <= sms);
+  const bool few_tiles =
+      m <= 64 || ((k >= 2048 || (m > 96 && m <= 256 && k > 1536)) && count(256) <= sms);
   if (few_tiles) {
     const bool rows64_only = m <= 64 || (m > 128 && m <= 192);
     const bool half_empty_block = m <= 320 && m % 128 != 0 && m % 128 <= 64;
@@ -268,7 +291,9 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
       const char* name;
       bool half_empty_block_too = true;  // a candidate where the last 128-row block is half empty
       const char* at_small_m = nullptr;  // the configuration taken at M <= 64, if not `name`
-      const char* one_row_block = nullptr;  // the configuration taken at M <= 128, if not `name`
+      // The same tiles launched with programmatic dependent launch, taken at M <= 128, and in one
+      // wave of full row blocks to K = 3072.
+      const char* pdl = nullptr;
     };
     // 128-row tiles first; M > 64 comes here from K = 2048 only (the 96-wide tiles' long-K
     // builds), M <= 64 and 128 < M <= 192 take the 64-row tiles alone.
@@ -295,8 +320,11 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
       }
     }
     if (m <= 64 && best->at_small_m != nullptr) return index_of(best->at_small_m);
-    if (m <= 128 && best->one_row_block != nullptr) return index_of(best->one_row_block);
-    return index_of(best->name);
+    const bool one_full_wave =
+        m % 128 == 0 && k <= 3072 && count(best->cols, best->rows) <= sms;
+    if (best->pdl != nullptr && (m <= 128 || one_full_wave)) return index_of(best->pdl);
+    if (k >= 2048 || best->rows == 64) return index_of(best->name);
+    // From K = 1664 to 1920 a 128-row choice goes to the rules below.
   }
   // Long K: the mainloop dominates; what is left to choose is how the tiles fill the SMs' waves.
   // Graph replays, TFLOP/s (RESULTS.md run 11; our own tiles have gained 3-8 % since, run 14).
@@ -357,6 +385,14 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   //   835 vs 729 at 1024 x 7168 x 1024 (128 x 128), 681 vs 604 at 512 x 7168 x 1024 (128 x 112),
   //   596 vs 463 at 384 x 7168 x 1024 (192 in one wave, 86 % full), 518 vs 385 at
   //   200 x 9216 x 1792; 62 shapes of 21e changed, +12 % (geometric mean), the least 0.98.
+  //   Since run 22 our 128 x 160 among them below K = 2048 too, taken on a tie with 128 x 128
+  //   there (2-6 % ahead at the 5 ties of 22f), not from K = 2048 (3-6 % behind at two of 22f's).
+  //   Before, the fallback never took it below K = 2048: at the 71 shapes of 22f and 22g where
+  //   it takes it now, +8 % (geometric mean), +13 % against 128 x 112
+  //   (806 vs 688 at 806 x 5504 x 1536, 892 vs 789 at 2708 x 1792 x 1408), +6 % against
+  //   128 x 128 and against the 192-wide short-K tiles (1087 vs 989 at 1396 x 5248 x 1920, 505 vs
+  //   460 at 1203 x 1792 x 1664); one shape 14 % behind (457 vs 532 at 384 x 6144 x 1024, where the
+  //   192-wide tiles make one wave).
   const bool short_k = k < 2048;
   const int64_t waves112 = waves(tiles112);
   const char* pick = short_k ? "own_128x128_pipe_pdl" : "own_128x128_pipe";
@@ -365,11 +401,12 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
     pick = short_k ? "own_128x112_pipe_pdl" : "own_128x112_pipe";
     least = waves112 * 112;
   }
-  if (short_k) {
-    if (waves(tiles192) * 192 < least) pick = "own_128x192_shortk";
-  } else if (waves(count(160)) * 160 < least) {
+  const int64_t least160 = waves(count(160)) * 160;
+  if (least160 < least || (short_k && least160 == least)) {
     pick = "own_128x160";
+    least = least160;
   }
+  if (short_k && waves(tiles192) * 192 < least) pick = "own_128x192_shortk";
   return index_of(pick);
 }
 

@@ -444,8 +444,8 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     # 64 x 96 tiles (M = 130 also pads a_scale) and of 128 x 64 (256 x 7168 x 512), and our own
     # 192-wide tiles, all with programmatic dependent launch; at longer K the 192-wide ones without
     # and with the unrolled turns, the 96-wide ones pipelined (three waves) and unrolled (four), our
-    # 128 x 128 tiles in one wave and in several (with programmatic dependent launch below K = 2048,
-    # without it at 1024 x 2048 x 2048), the 128 x 256 tiles, and for small M the few-tiles rule's
+    # 128 x 128 tiles in one wave and in several (with programmatic dependent launch below K = 2048
+    # and in one wave to K = 3072, without it at 1024 x 2048 x 4096), the 128 x 256 tiles, and for small M the few-tiles rule's
     # 64 x 32 (M = 32 and 128), 128 x 64, 64 x 16, 64 x 64, 64 x 128, 64 x 48, 64 x 96, 128 x 192
     # (one wave of them, where the 192-wide rule below wants fuller waves) and 128 x 160; our
     # 128 x 112 tiles in one full wave (with programmatic dependent launch, 256 x 7168 x 2048) and
@@ -466,7 +466,7 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
         (256, 1024, 1024),
         (1024, 2048, 1024),
         (1024, 7168, 1024),
-        (1024, 2048, 2048),
+        (1024, 2048, 4096),
         (3072, 4096, 2048),
         (1024, 4608, 2048),
         (6144, 1024, 2048),
