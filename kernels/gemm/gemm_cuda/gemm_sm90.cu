@@ -361,7 +361,13 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   //   1536 x 7168 x 7168, 1034 vs 915 at 6144 x 1024 x 7168, 1132 vs 1027 at 1536 x 5120 x 7168
   //   (behind at K = 2048 and 4096 at three: 1076 vs 996 at 1536 x 7168 x 2048, 1095 vs 911 at
   //   6144 x 1024 x 4096, 1053 vs 1018 at 1536 x 5120 x 2048).
+  //   Since run 22, where our 128 x 160 tiles' waves hold no more columns than theirs, those
+  //   instead (as full or fuller, with more math per byte loaded): at 30 random such shapes from
+  //   K = 2048 (22h) +25 % (geometric mean), the least +9 % (1111 vs 823 at 813 x 8960 x 6784, 1171
+  //   vs 950 at 2652 x 2816 x 6784), at 30 from K = 896 to 1920 (22i) +16 %, the least +6 % (1017
+  //   vs 856 at 1477 x 7040 x 1792, 1020 vs 913 at 4068 x 1920 x 1408).
   if (tiles96 <= sms || full(tiles96) >= 0.95) {
+    if (waves(count(160)) * 160 <= waves(tiles96) * 96) return index_of("own_128x160");
     if (k < 2048) return index_of("own_128x96_shortk");
     return index_of(waves(tiles96) <= 3 ? "own_128x96_pipe" : "own_128x96");
   }

@@ -456,7 +456,8 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     # eight shapes take 64 x 16 and 64 x 128 without it (M = 192) and 64 x 48, 64 x 64 and 64 x 96
     # with it, two CTAs per SM of 64 x 64 at M = 48 (a part-empty row block) and, with short K,
     # 128 x 64 in two CTAs per SM at 512 x 7168 (the fullest waves) and the 96-wide 128-row tiles
-    # at 768 x 7168 (three waves or more).
+    # at 768 x 7168 (three waves or more); 64 x 64 at 136 x 2560 x 1664 (the few-tiles rule's
+    # 64-row tiles below K = 2048).
     [
         (130, 384, 512),
         (2048, 4608, 512),
@@ -494,6 +495,7 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
         (48, 12288, 2048),
         (512, 7168, 256),
         (768, 7168, 256),
+        (136, 2560, 1664),
     ],
 )
 def test_cuda_graph_replays_the_op_on_new_inputs(device: str, m: int, n: int, k: int):
