@@ -101,9 +101,9 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // 1024 x 7168 x 256, 616 vs 580 at K = 512, 964 vs 925 at 6144 x 7168 x 512).
   // Since run 22 the 192-wide tiles also in fewer waves (counted in 128 x 128 tiles) at M > 512:
   // where they make three or more and those hold no more columns than the 96-wide tiles' waves
-  // (as full, with twice the math per byte of A loaded). Against the 96-wide tiles: +8 %
+  // (as full, with twice the math per byte of A loaded). Against the 96-wide tiles: +9 %
   // (geometric mean) at the 51 such shapes of 22c, from +2 % to +15 % (718 vs 624 at
-  // 1664 x 5120 x 512, 463 vs 437 at 4096 x 2048 x 256), and +8 % at 24 random shapes of 22d,
+  // 1664 x 5120 x 512, 463 vs 437 at 4096 x 2048 x 256), and +10 % at 24 random shapes of 22d,
   // the least +2.7 %. In one or two waves the 96-wide tiles stay ahead (216 vs 195 at
   // 1024 x 2048 x 256, 371 vs 361 at 768 x 7168 x 256), as where their waves hold fewer columns
   // (419 vs 411 at 1024 x 7168 x 256).
