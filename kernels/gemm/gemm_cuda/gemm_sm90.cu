@@ -81,6 +81,9 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
     return (m + tile_m - 1) / tile_m * ((n + tile_n - 1) / tile_n);
   };
   auto waves = [&](int64_t tiles_n) { return (tiles_n + sms - 1) / sms; };
+  // The columns one SM computes in the waves of 128-row tiles tile_n wide: a wave of any width
+  // takes about as long per column, so the rules below compare widths by it.
+  auto wave_columns = [&](int64_t tile_n) { return waves(count(tile_n)) * tile_n; };
   // The share of the slots (one tile each) that `tiles` fill in their waves of `slots`.
   auto fill = [](int64_t tiles, int64_t slots) {
     return static_cast<double>(tiles) / static_cast<double>((tiles + slots - 1) / slots * slots);
@@ -205,9 +208,8 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
                                                            : fullest(kMidRows);
   if (m > 64 && m <= 96 && k > 768 && k < 2048) return fullest(kRows96);
   if (k <= 768 && m > 64) {
-    const int64_t waves192 = waves(count(192));
     const bool wide = count(128) >= 4 * sms ||
-                      (m > 512 && waves192 >= 3 && waves192 * 192 <= waves(count(96)) * 96);
+                      (m > 512 && waves(count(192)) >= 3 && wave_columns(192) <= wave_columns(96));
     return index_of(wide ? "own_128x192_shortk" : "own_128x96_shortk");
   }
   // Few tiles: long K where some 128-row tile fits in one wave. Each tile streams (rows + columns)
@@ -228,10 +230,10 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // its tiles make one wave of full row blocks (M a multiple of 128) to K = 3072, against the
   // same tiles without (22c, 22d): +4 % (geometric mean) at the 24 shapes measured, 0 to +7 %
   // (724 vs 692 at 256 x 8192 x 2048, 818 vs 775 at 384 x 5632 x 2048, 873 vs 814 at
-  // 1024 x 2048 x 2048, 1006 vs 966 at K = 3072); at K = 4096 -1 % to +3 %, not taken. At M = 200 (a part-empty row block) 1 %
-  // to 11 % behind (582 vs 624 at 200 x 8192 x 3072): not taken either. At M <= 64, 64-row tiles
-  // only: 128-row ones compute and store half their rows for nothing, which the cost does not
-  // see.
+  // 1024 x 2048 x 2048, 1006 vs 966 at K = 3072); at K = 4096 -1 % to +3 %, not taken. At
+  // M = 200 (a part-empty row block) 1 % to 11 % behind (582 vs 624 at 200 x 8192 x 3072): not
+  // taken either. At M <= 64, 64-row tiles only: 128-row ones compute and store half their rows
+  // for nothing, which the cost does not see.
   // The choice was the best measured, or within 3 %, at 51 of the 52 shapes of runs 16a-16k where
   // it was measured (graph replays, TFLOP/s). Against the table before (its choice as measured in
   // run 16): 257 vs 196 at 64 x 4096 x 7168 (64 x 32 against CUTLASS's 64 x 128
@@ -295,8 +297,8 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
       // wave of full row blocks to K = 3072.
       const char* pdl = nullptr;
     };
-    // 128-row tiles first; M > 64 comes here from K = 2048 only (the 96-wide tiles' long-K
-    // builds), M <= 64 and 128 < M <= 192 take the 64-row tiles alone.
+    // 128-row tiles first; M > 64 comes here from K = 2048 (the 96-wide tiles' long-K builds),
+    // 96 < M <= 256 from K = 1664; M <= 64 and 128 < M <= 192 take the 64-row tiles alone.
     constexpr Tile kTiles[] = {{128, 96, "own_128x96_pipe"}, {128, 112, "own_128x112_pipe", false},
                                {128, 128, "own_128x128_pipe", true, nullptr,
                                 "own_128x128_pipe_pdl"},
@@ -347,8 +349,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   //   6144 x 7168 x 2048, 1309 vs 938 at 6144 x 1536 x 7168, equal at 6144 x 4608 x 7168.
   if (tiles192 >= 4 * sms || full(tiles192) >= 0.9) {
     if (k <= 1024) return index_of("own_128x192_shortk");
-    return index_of(waves(count(256)) * 256 <= waves(tiles192) * 192 ? "own_128x256"
-                                                                      : "own_128x192");
+    return index_of(wave_columns(256) <= wave_columns(192) ? "own_128x256" : "own_128x192");
   }
   // - Our 128 x 96 tiles where they fit in one wave, or fill their last one: 993-1021 vs 928-953
   //   (CUTLASS cooperative 128 x 128) at 1024 x 1536 x 7168 (128 tiles), 138 vs 125 at 128 x 1536
@@ -367,7 +368,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   //   vs 950 at 2652 x 2816 x 6784), at 30 from K = 896 to 1920 (22i) +16 %, the least +6 % (1017
   //   vs 856 at 1477 x 7040 x 1792, 1020 vs 913 at 4068 x 1920 x 1408).
   if (tiles96 <= sms || full(tiles96) >= 0.95) {
-    if (waves(count(160)) * 160 <= waves(tiles96) * 96) return index_of("own_128x160");
+    if (wave_columns(160) <= wave_columns(96)) return index_of("own_128x160");
     if (k < 2048) return index_of("own_128x96_shortk");
     return index_of(waves(tiles96) <= 3 ? "own_128x96_pipe" : "own_128x96");
   }
@@ -400,19 +401,17 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   //   460 at 1203 x 1792 x 1664); one shape 14 % behind (457 vs 532 at 384 x 6144 x 1024, where the
   //   192-wide tiles make one wave).
   const bool short_k = k < 2048;
-  const int64_t waves112 = waves(tiles112);
   const char* pick = short_k ? "own_128x128_pipe_pdl" : "own_128x128_pipe";
-  int64_t least = waves(count(128)) * 128;
-  if (waves112 <= 3 && waves112 * 112 < least) {
+  int64_t least = wave_columns(128);
+  if (waves(tiles112) <= 3 && wave_columns(112) < least) {
     pick = short_k ? "own_128x112_pipe_pdl" : "own_128x112_pipe";
-    least = waves112 * 112;
+    least = wave_columns(112);
   }
-  const int64_t least160 = waves(count(160)) * 160;
-  if (least160 < least || (short_k && least160 == least)) {
+  if (wave_columns(160) < least || (short_k && wave_columns(160) == least)) {
     pick = "own_128x160";
-    least = least160;
+    least = wave_columns(160);
   }
-  if (short_k && waves(tiles192) * 192 < least) pick = "own_128x192_shortk";
+  if (short_k && wave_columns(192) < least) pick = "own_128x192_shortk";
   return index_of(pick);
 }
 
