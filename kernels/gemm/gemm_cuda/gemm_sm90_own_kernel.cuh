@@ -112,8 +112,14 @@ using WgmmaOp = typename WgmmaAtom<N>::type;
 // its shared memory and registers. 2 for 64 x 64, 64 x 96 and 128 x 64 tiles at short K and few
 // tiles (own_64x64_x2, own_64x96_x2, own_128x64_x2): likely, one CTA's epilogue and next tile's
 // start overlap the other's mainloop.
+// kStoreBoxes_: the output staging buffer's size in TMA store boxes (64 x kStoreCols), 0 for the
+// whole tile. A smaller buffer takes a tile's columns a part at a time, each part's stores read
+// out of it before the next part goes in, and leaves its shared memory to the ring: one box gives
+// 128 x 128 tiles a sixth stage (own_128x128_pipe). Where a CTA runs many tiles, the wait between
+// parts delays its next tile: 128 x 192 and 128 x 256 lost 5-10 % with one box (RESULTS.md run
+// 23), though it gave them a stage too.
 template <int BN, int kDBufs_, bool kTurns_, int kWaveN_ = BN, int BM = 128, int kMaxStages = 8,
-          bool kPipe_ = false, int kCtasPerSm_ = 1>
+          bool kPipe_ = false, int kCtasPerSm_ = 1, int kStoreBoxes_ = 0>
 struct TileConfig {
   static constexpr bool kPipe = kPipe_;
   static constexpr int kCtasPerSm = kCtasPerSm_;
@@ -142,7 +148,8 @@ struct TileConfig {
   static constexpr int kSmemB = BN * kBlockK;
   // Per stage: a_scale of the tile's 128 rows (TMA), then the k block's two b scales.
   static constexpr int kSmemScales = (kBlockM * 4 + 8 + 127) / 128 * 128;
-  static constexpr int kSmemDPerWg = 64 * BN * 2;
+  static constexpr int kStoreBoxes = kStoreBoxes_ == 0 ? BN / kStoreCols : kStoreBoxes_;
+  static constexpr int kSmemDPerWg = 64 * kStoreCols * kStoreBoxes * 2;
   static constexpr int kSmemPerStage = kSmemA + kSmemB + kSmemScales + 16;  // + 2 mbarriers
   static constexpr int kStagesFit =
       (kSmemLimit - kMathWgs * kDBufs * kSmemDPerWg) / kSmemPerStage;
@@ -157,6 +164,9 @@ struct TileConfig {
 
   static_assert(kWaveN % 16 == 0 && kWaveN <= 256 && BN % kWaveN == 0, "wgmma N");
   static_assert(kDBufs == 1 || kDBufs == 2, "one or two output buffers");
+  static_assert(BN % (kStoreCols * kStoreBoxes) == 0 &&
+                    (kDBufs == 1 || kStoreBoxes * kStoreCols == BN),
+                "a staging buffer holds whole boxes, and a tile's parts go through one buffer");
   static_assert(BM == 64 || BM == 128, "one or two math warpgroups");
   static_assert(!kPipe_ || (!kTurns_ && kWaveN_ == BN), "pipelined k blocks: one wave, no turns");
   static_assert(kStages >= 3, "too few pipeline stages fit in shared memory");
@@ -429,7 +439,8 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   }
 
   // Epilogue: bf16 into this warpgroup's swizzled buffer d_buf, then TMA stores. The buffer is
-  // free once the stores that last read it (kDBufs tiles ago) are done. stmatrix writes four
+  // free once the stores that last read it (kDBufs tiles ago, or this tile's previous part) are
+  // done. stmatrix writes four
   // 8 x 8 bf16 matrices per instruction: a thread's values 4*j .. 4*j + 7 are exactly its parts
   // of the warp's rows 0-7 and 8-15 in column chunks j and j + 1 (8 columns = 16 bytes each), and
   // lane l names the row l % 16 of chunk j + l / 16. Each 16-byte chunk of a row is XORed with the
@@ -442,34 +453,47 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   uint8_t* d_smem = smem + Cfg::kOffD + (wg * Cfg::kDBufs + d_buf) * Cfg::kSmemDPerWg;
   const uint32_t d_addr = cute::cast_smem_ptr_to_uint(d_smem);
   const int st_row = warp * 16 + lane % 16;
-  if (tid == 0) cute::tma_store_wait<Cfg::kDBufs - 1>();
-  warpgroup_barrier(wg);
+  // A buffer of kStoreBoxes boxes takes the tile's columns kGroups parts at a time; a thread's
+  // chunk j holds columns 8 j .. 8 j + 7 of the tile (waves follow one another).
+  constexpr int kGroupCols = kCols * Cfg::kStoreBoxes;
+  constexpr int kGroups = BN / kGroupCols;
 #pragma unroll
-  for (int j = 0; j < kWaves * kAcc / 4; j += 2) {  // a wave's kAcc / 4 chunks are even
-    const int col = (j / (kAcc / 4)) * Cfg::kWaveN + (j % (kAcc / 4) + lane / 16) * 8;
-    uint32_t off = (col / kCols) * kBoxBytes + st_row * (kCols * 2) + (col % kCols) * 2;
-    off ^= ((off >> 7) & kSwizzleMask) << 4;
-    uint32_t packed[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const __nv_bfloat162 two = __floats2bfloat162_rn(acc[4 * j + 2 * q], acc[4 * j + 2 * q + 1]);
-      packed[q] = *reinterpret_cast<const uint32_t*>(&two);
+  for (int g = 0; g < kGroups; ++g) {
+    if (tid == 0) {
+      if (g == 0)
+        cute::tma_store_wait<Cfg::kDBufs - 1>();
+      else
+        cute::tma_store_wait<0>();
     }
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
-                 :
-                 : "r"(d_addr + off), "r"(packed[0]), "r"(packed[1]), "r"(packed[2]),
-                   "r"(packed[3])
-                 : "memory");
-  }
-  cute::tma_store_fence();  // make the generic-proxy writes visible to the TMA (async proxy)
-  warpgroup_barrier(wg);
-  if (tid == 0) {
-    const int m0 = m_blk * Cfg::kBlockM + wg * 64;
-    const int n0 = n_blk * BN;
+    warpgroup_barrier(wg);
 #pragma unroll
-    for (int c = 0; c < BN / kCols; ++c)
-      cute::SM90_TMA_STORE_2D::copy(tmap_d, d_smem + c * kBoxBytes, n0 + c * kCols, m0);
-    cute::tma_store_arrive();
+    for (int j = g * kGroupCols / 8; j < (g + 1) * kGroupCols / 8; j += 2) {
+      const int col = (j + lane / 16) * 8 - g * kGroupCols;  // in this part
+      uint32_t off = (col / kCols) * kBoxBytes + st_row * (kCols * 2) + (col % kCols) * 2;
+      off ^= ((off >> 7) & kSwizzleMask) << 4;
+      uint32_t packed[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const __nv_bfloat162 two =
+            __floats2bfloat162_rn(acc[4 * j + 2 * q], acc[4 * j + 2 * q + 1]);
+        packed[q] = *reinterpret_cast<const uint32_t*>(&two);
+      }
+      asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+                   :
+                   : "r"(d_addr + off), "r"(packed[0]), "r"(packed[1]), "r"(packed[2]),
+                     "r"(packed[3])
+                   : "memory");
+    }
+    cute::tma_store_fence();  // make the generic-proxy writes visible to the TMA (async proxy)
+    warpgroup_barrier(wg);
+    if (tid == 0) {
+      const int m0 = m_blk * Cfg::kBlockM + wg * 64;
+      const int n0 = n_blk * BN + g * kGroupCols;
+#pragma unroll
+      for (int c = 0; c < Cfg::kStoreBoxes; ++c)
+        cute::SM90_TMA_STORE_2D::copy(tmap_d, d_smem + c * kBoxBytes, n0 + c * kCols, m0);
+      cute::tma_store_arrive();
+    }
   }
 }
 
