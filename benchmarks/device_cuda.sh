@@ -15,6 +15,8 @@
 #              DeepGEMM's configuration choice (DG_PRINT_CONFIGS); needs DEEPGEMM
 #   host     = where the host's time per call goes (benchmarks/host_overhead.py; nsys's CUDA API
 #              summary of it when nsys is installed)
+#   times    = time per call against the kernels' own durations in graph replays
+#              (benchmarks/kernel_times.py; $TIMES_SHAPES, $TIMES_CONFIGS to choose)
 # Writes logs and tables under $OUT (at most 8 files come back from the device tool).
 # Run from the repository root; wheels missing there travel in $WHL_DIR (default .whl, not
 # committed):
@@ -125,6 +127,11 @@ if has explore; then
     --out "$OUT/explore-results.md" ${EXPLORE_SHAPES:+--shapes "$EXPLORE_SHAPES"} \
     > "$OUT/explore.log" 2>&1
   echo "explore: exit $?"; cat "$OUT/explore.md"; tail -16 "$OUT/explore.log"
+fi
+if has times; then
+  timeout 240 python3 benchmarks/kernel_times.py ${TIMES_SHAPES:+--shapes "$TIMES_SHAPES"} \
+    ${TIMES_CONFIGS:+--configs "$TIMES_CONFIGS"} > "$OUT/times.md" 2>&1
+  echo "kernel times: exit $?"; cat "$OUT/times.md"
 fi
 if has pair; then
   wait_for_deepgemm
