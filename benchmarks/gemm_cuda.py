@@ -188,21 +188,37 @@ def time_ms(calls: list[Callable[[], object]], warmup: int, runs: int) -> float:
     return statistics.median(batches_ms(calls, warmup, runs))
 
 
+def capture_graph(calls: list[Callable[[], object]], count: int) -> torch.cuda.CUDAGraph:
+    """A CUDA graph of `count` calls, taken from `calls` in turn, after one call of each on a side
+    stream (torch asks for warm-up calls there before a capture)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for call in calls:
+            call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(count):
+            calls[i % len(calls)]()
+    return graph
+
+
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    """--shapes "M,N,K;M,N,K;..." as (M, N, K) triples."""
+    shapes = []
+    for item in text.split(";"):
+        m, n, k = (int(v) for v in item.split(","))
+        shapes.append((m, n, k))
+    return shapes
+
+
 def graph_ms(calls: list[Callable[[], object]], warmup: int, runs: int) -> float:
     """Milliseconds per call when a CUDA graph of BATCH calls is replayed (median of `runs`
     replays): the GPU's own time, with no launch work on the host between the calls."""
     for i in range(warmup):
         calls[i % len(calls)]()
-    side = torch.cuda.Stream()  # torch asks for warm-up calls on a side stream before a capture
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for i in range(len(calls)):
-            calls[i]()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(BATCH):
-            calls[i % len(calls)]()
+    graph = capture_graph(calls, BATCH)
     graph.replay()
     times = [one_batch_ms(graph.replay) for _ in range(runs)]
     del graph
@@ -303,7 +319,7 @@ def main() -> None:
     assert gemm.backend == "cuda" and torch.cuda.is_available(), "needs the cuda build and a GPU"
     shapes = SHAPES
     if args.shapes:
-        shapes = [tuple(int(v) for v in s.split(",")) for s in args.shapes.split(";")]
+        shapes = parse_shapes(args.shapes)
 
     if args.deepgemm_warmup:
         for m, n, k in shapes:

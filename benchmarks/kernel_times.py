@@ -22,37 +22,26 @@ import itertools
 import statistics
 
 import torch
-from gemm_cuda import Env, Inputs, cublas, make_sets, ours  # this folder: run as a script
+from gemm_cuda import (  # this folder: run as a script
+    Env,
+    Inputs,
+    capture_graph,
+    cublas,
+    make_sets,
+    ours,
+    parse_shapes,
+)
 from torch.profiler import ProfilerActivity, profile
 
 CALLS = 40  # calls per graph
 SHAPES = [(256, 8192, 2048), (256, 8192, 4096), (256, 16384, 1024), (128, 32768, 512)]
 
 
-def parse_shapes(text: str) -> list[tuple[int, int, int]]:
-    shapes = []
-    for item in text.split(";"):
-        m, n, k = (int(v) for v in item.split(","))
-        shapes.append((m, n, k))
-    return shapes
-
-
 def capture(sets: list[Inputs], config: str) -> torch.cuda.CUDAGraph:
-    """A graph of CALLS calls of `config` over the input sets, after one warm-up call of each."""
+    """A graph of CALLS calls of `config` over the input sets."""
     make = cublas if config == "cuBLAS" else ours
-    calls = [make(s) for s in sets]
     with Env("GEMM_SM90_CONFIG", None if config in ("default", "cuBLAS") else config):
-        side = torch.cuda.Stream()  # torch asks for warm-up calls on a side stream
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for call in calls:
-                call()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for i in range(CALLS):
-                calls[i % len(calls)]()
-    return graph
+        return capture_graph([make(s) for s in sets], CALLS)
 
 
 def measure(graph: torch.cuda.CUDAGraph) -> dict[str, object]:

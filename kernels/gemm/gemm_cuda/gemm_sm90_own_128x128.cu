@@ -6,10 +6,10 @@
 // table's choice below K = 2048, where M is one row block (M <= 128), and (since run 22) in one
 // wave of full row blocks to K = 3072.
 // Each math warpgroup stages its output one 64 x 64 box at a time (kStoreBoxes = 1: 8 KB, not
-// the 16 KB of its whole 64 x 128 part), so that the ring has 6 stages where 5 fit before: 2-6 %
-// faster at M = 256 (748 vs 725 TFLOP/s at 256 x 8192 x 2048, 1033 vs 977 at 256 x 8192 x 7168),
-// +1.5 % and +0.8 % (geometric mean) at 24 random shapes the table sends here, -2 % to +8 %
-// (RESULTS.md run 23). 4 stages lose 4-8 %: at one wave the ring's bytes in flight set the rate.
+// the 16 KB of its whole 64 x 128 part), so that the ring has 6 stages where 5 fit before: 1-6 %
+// faster at M = 256-1024 (748 vs 725 TFLOP/s at 256 x 8192 x 2048, 1033 vs 977 at
+// 256 x 8192 x 7168), level at M <= 128, +1.5 % and +0.8 % (geometric mean) at 24 random shapes
+// the table sends here, -2 % to +8 % (RESULTS.md run 23). 4 stages lose 4-8 %: at one wave the ring's bytes in flight set the rate.
 #include "gemm_sm90_own_launch.cuh"
 
 // One kernel (the same TileConfig), launched without and with programmatic dependent launch.

@@ -440,12 +440,11 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
 
   // Epilogue: bf16 into this warpgroup's swizzled buffer d_buf, then TMA stores. The buffer is
   // free once the stores that last read it (kDBufs tiles ago, or this tile's previous part) are
-  // done. stmatrix writes four
-  // 8 x 8 bf16 matrices per instruction: a thread's values 4*j .. 4*j + 7 are exactly its parts
-  // of the warp's rows 0-7 and 8-15 in column chunks j and j + 1 (8 columns = 16 bytes each), and
-  // lane l names the row l % 16 of chunk j + l / 16. Each 16-byte chunk of a row is XORed with the
-  // row's position in its swizzle atom, as the TMA expects, so the 8 rows of one matrix land in 8
-  // different bank groups.
+  // done. stmatrix writes four 8 x 8 bf16 matrices per instruction: a thread's values
+  // 4*j .. 4*j + 7 are exactly its parts of the warp's rows 0-7 and 8-15 in column chunks j and
+  // j + 1 (8 columns = 16 bytes each), and lane l names the row l % 16 of chunk j + l / 16. Each
+  // 16-byte chunk of a row is XORed with the row's position in its swizzle atom, as the TMA
+  // expects, so the 8 rows of one matrix land in 8 different bank groups.
   constexpr int kCols = Cfg::kStoreCols;
   constexpr int kSwizzleMask = Cfg::kStoreSwizzleBytes / 16 - 1;
   constexpr int kBoxBytes = 64 * kCols * 2;
