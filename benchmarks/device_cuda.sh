@@ -17,6 +17,8 @@
 #              summary of it when nsys is installed)
 #   times    = time per call against the kernels' own durations in graph replays
 #              (benchmarks/kernel_times.py; $TIMES_SHAPES, $TIMES_CONFIGS to choose)
+#   stamps   = where a call of our 128 x 128 kernel spends its time, phase by phase
+#              (benchmarks/phase_stamps.cu, built here; $STAMPS_SHAPES: "M,N,K M,N,K ...")
 # Writes logs and tables under $OUT (at most 8 files come back from the device tool).
 # Run from the repository root; wheels missing there travel in $WHL_DIR (default .whl, not
 # committed):
@@ -132,6 +134,14 @@ if has times; then
   timeout 240 python3 benchmarks/kernel_times.py ${TIMES_SHAPES:+--shapes "$TIMES_SHAPES"} \
     ${TIMES_CONFIGS:+--configs "$TIMES_CONFIGS"} > "$OUT/times.md" 2>&1
   echo "kernel times: exit $?"; cat "$OUT/times.md"
+fi
+if has stamps; then
+  nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
+    -I/tmp/site/cutlass_library/source/include -Ikernels/gemm/gemm_cuda -o /tmp/phase_stamps \
+    benchmarks/phase_stamps.cu > "$OUT/stamps.md" 2>&1 &&
+    timeout 120 /tmp/phase_stamps ${STAMPS_SHAPES:-256,8192,2048 256,16384,1024 256,8192,4096} \
+      >> "$OUT/stamps.md" 2>&1
+  echo "phase stamps: exit $?"; cat "$OUT/stamps.md"
 fi
 if has pair; then
   wait_for_deepgemm

@@ -199,6 +199,40 @@ def test_ptxas_keeps_our_own_kernels_wgmma_asynchronous(unit: str, tmp_path: Pat
 
 
 @requires_nvcc
+def test_phase_stamps_build_on_the_kernel_and_stay_out_of_the_extension(tmp_path: Path) -> None:
+    """benchmarks/phase_stamps.cu compiles our 128 x 128 kernel with its FP8GEMM_OWN_STAMP hooks
+    reading %globaltimer; the extension's translation unit of that kernel has no timer read (the
+    hooks are empty there), and the stamped kernel keeps its wgmma asynchronous."""
+    if importlib.util.find_spec("cutlass_library") is None:
+        pytest.skip("no CUTLASS headers (pip install --no-deps nvidia-cutlass)")
+    import cutlass_library
+
+    cutlass = Path(cutlass_library.__file__).parent / "source" / "include"
+    flags = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", f"-I{cutlass}",
+             f"-I{GEMM / 'gemm_cuda'}", f"-I{GEMM}"]  # fmt: skip
+    stamped = subprocess.run(
+        [NVCC, "-cubin", "-arch=sm_90a", *flags, "-Xptxas=-v", "--keep",
+         f"--keep-dir={tmp_path}", str(REPO / "benchmarks" / "phase_stamps.cu"),
+         "-o", str(tmp_path / "stamps.cubin")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert stamped.returncode == 0, stamped.stderr[-3000:]
+    assert "C7514" not in stamped.stderr and "C7517" not in stamped.stderr, stamped.stderr[-3000:]
+    ptx = next(tmp_path.glob("phase_stamps*.ptx")).read_text()
+    entry = ptx[ptx.index(".entry _ZN7fp8gemm8sm90_own11gemm_kernel") :].split(".entry")[1]
+    assert entry.count("%globaltimer") == 7, "a timer read per phase, inlined into the kernel"
+
+    plain = subprocess.run(
+        [NVCC, "-ptx", "-arch=sm_90a", *flags,
+         str(GEMM / "gemm_cuda" / "gemm_sm90_own_128x128.cu"), "-o", str(tmp_path / "own.ptx")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    own = (tmp_path / "own.ptx").read_text()
+    assert ".entry _ZN7fp8gemm8sm90_own11gemm_kernel" in own and "globaltimer" not in own
+
+
+@requires_nvcc
 def test_sm90_table_sends_the_graph_shapes_down_every_branch(tmp_path: Path) -> None:
     """The CUDA-graph test of the kernel project (kernels/gemm/tests/test_gemm.py) says its shapes
     take each branch of gemm_sm90.cu's table on an H100, so that every configuration the table

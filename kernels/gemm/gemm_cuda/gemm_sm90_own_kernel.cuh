@@ -44,6 +44,17 @@
 #include "cutlass/arch/barrier.h"
 #include "cutlass/arch/reg_reconfig.h"
 
+// FP8GEMM_OWN_STAMP(phase): nothing, unless a timing harness defines it before including this
+// header (benchmarks/phase_stamps.cu records %globaltimer per CTA and call). Each call site names
+// one thread. The phases, in the order a CTA passes them: 0 entry and 1 past griddepcontrol.wait
+// (thread 0), 2 the producer's last load issued; then thread 128, the first math warpgroup's:
+// 3 its first stage's data in (pipelined tiles only), 4 its mainloop done, 5 its last stores
+// issued, 6 their reads of shared memory done (exit). With more than one tile per CTA, 3-5 are
+// the last tile's.
+#ifndef FP8GEMM_OWN_STAMP
+#define FP8GEMM_OWN_STAMP(phase) ((void)0)
+#endif
+
 namespace fp8gemm::sm90_own {
 
 constexpr int kBlockK = 128;           // one a/b scale per 128 K; also 128 bytes = one swizzle row
@@ -399,6 +410,7 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
     constexpr std::integral_constant<int, 0> b0{};
     constexpr std::integral_constant<int, 1> b1{};
     start(b0);
+    if (threadIdx.x == 128) FP8GEMM_OWN_STAMP(3);
     int kb = 0;
     for (; kb + 2 < num_k_blocks; kb += 2) {
       start(b1);
@@ -438,6 +450,7 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
     for_each_k_block<Cfg::kStages, Cfg::kTurns>(num_k_blocks, stage, phase, k_block);
   }
 
+  if (threadIdx.x == 128) FP8GEMM_OWN_STAMP(4);
   // Epilogue: bf16 into this warpgroup's swizzled buffer d_buf, then TMA stores. The buffer is
   // free once the stores that last read it (kDBufs tiles ago, or this tile's previous part) are
   // done. stmatrix writes four 8 x 8 bf16 matrices per instruction: a thread's values
@@ -494,6 +507,7 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
       cute::tma_store_arrive();
     }
   }
+  if (threadIdx.x == 128) FP8GEMM_OWN_STAMP(5);
 }
 
 // Runtime -> compile-time b-scale split column (128 - n0 % 128, a multiple of gcd(BN, 128)).
@@ -534,6 +548,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
 
   if (threadIdx.x == 0) {
+    FP8GEMM_OWN_STAMP(0);
     // The 128-byte swizzle is a function of the address: tiles must be 1024-byte aligned.
     if (cute::cast_smem_ptr_to_uint(smem) % 1024 != 0) __trap();
     for (int s = 0; s < Cfg::kStages; ++s) {
@@ -556,6 +571,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
   // scheduled: its CTAs take the SMs ours leave, and do their own set-up during our last tiles.
   // Without the launch attribute both instructions do nothing.
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (threadIdx.x == 0) FP8GEMM_OWN_STAMP(1);
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   const int num_k_blocks = p.k / kBlockK;
@@ -594,6 +610,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
           cute::SM90_TMA_LOAD_2D::copy(&tmap_sfa, bar, kEvictNormal, scales, m0, kb);
         });
       }
+      FP8GEMM_OWN_STAMP(2);
     } else if (warp == 1) {
       // Warp 1: the k blocks' two b scales (a tile straddles at most two scale blocks), plain
       // loads, 32 k blocks at a time (lane i holds block kb0 + i), written into each stage by
@@ -646,6 +663,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
     }
     // The shared memory being stored must outlive the stores.
     if (threadIdx.x % 128 == 0) cute::tma_store_wait<0>();
+    if (threadIdx.x == 128) FP8GEMM_OWN_STAMP(6);
   }
 #endif
 }
