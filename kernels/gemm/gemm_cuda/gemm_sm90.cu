@@ -283,6 +283,18 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // 737-750 vs 843-848 (CUTLASS's 128 x 128) at 320 x 4608 x 7168, 693 vs 722 at K = 4096, 645 vs
   // 687 at 192 x 7168 x 7168 (at M = 448 they are ahead again: 807 vs 725 at 448 x 7168 x 2048).
   const int64_t tiles96 = count(96);
+  // A last 128-row block at most half full (M % 128 from 1 to 64): there our 128 x 96 tiles fell
+  // far behind the wider ones, the more the emptier that block, and behind cuBLAS at most such
+  // shapes. Where the table took them (RESULTS.md 24h, 40 shapes): 0.60-1.03 of the best
+  // configuration measured, 0.83 at the median, behind cuBLAS at 27; at M % 128 from 65 to 124,
+  // 0.82-0.98 (15 shapes), behind cuBLAS at 2. Not understood: that row block's share of the
+  // tiles is the same for every width. So they are not taken there. The few-tiles rule's cost
+  // model chooses among the other tiles. Where the 96-wide rule would take them, four waves or
+  // more go to the 192-wide rule's choice, fewer to the fallback's (our 128 x 160 where it makes
+  // fewer waves). At 56 random shapes whose choice this changed (594 of 20 000 drawn; 24i):
+  // +8 % (geometric mean), from -7 % to +74 % (880 vs 507 at 392 x 21632 x 3584, 948 vs 636 at
+  // 788 x 5120 x 3072; 776 vs 838 at 6080 x 1024 x 1536); behind cuBLAS at 4, not 14.
+  const bool sparse_last_block = m % 128 != 0 && m % 128 <= 64;
   const bool few_tiles =
       m <= 64 || ((k >= 2048 || (m > 96 && m <= 256 && k > 1536)) && count(256) <= sms);
   if (few_tiles) {
@@ -313,7 +325,9 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
     const Tile* best = nullptr;
     int64_t best_cost = 0;
     for (const Tile& t : kTiles) {
-      if ((rows64_only && t.rows > 64) || (half_empty_block && !t.half_empty_block_too)) continue;
+      if ((rows64_only && t.rows > 64) || (half_empty_block && !t.half_empty_block_too) ||
+          (sparse_last_block && t.rows == 128 && t.cols == 96))
+        continue;
       const int64_t per_tile = std::max<int64_t>(64 * (t.rows + t.cols), t.rows * t.cols);
       const int64_t cost = waves(count(t.cols, t.rows)) * per_tile;
       if (best == nullptr || cost < best_cost) {
@@ -347,10 +361,11 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   //   1084 vs 1026 at 4096 x 24576 x 1536 (equal), 1194 vs 1122 at 8192 x 7168 x 7168; 192-wide
   //   where theirs hold fewer: 1251 vs 1142 at 2048 x 7168 x 7168, 1205 vs 1084 at
   //   6144 x 7168 x 2048, 1309 vs 938 at 6144 x 1536 x 7168, equal at 6144 x 4608 x 7168.
-  if (tiles192 >= 4 * sms || full(tiles192) >= 0.9) {
+  auto wide_pick = [&] {
     if (k <= 1024) return index_of("own_128x192_shortk");
     return index_of(wave_columns(256) <= wave_columns(192) ? "own_128x256" : "own_128x192");
-  }
+  };
+  if (tiles192 >= 4 * sms || full(tiles192) >= 0.9) return wide_pick();
   // - Our 128 x 96 tiles where they fit in one wave, or fill their last one: 993-1021 vs 928-953
   //   (CUTLASS cooperative 128 x 128) at 1024 x 1536 x 7168 (128 tiles), 138 vs 125 at 128 x 1536
   //   (16 tiles), 1073-1097 vs 957-966 (1075 stream-K) at 1024 x 4608 (384 tiles, 97 % full).
@@ -369,8 +384,13 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   //   vs 856 at 1477 x 7040 x 1792, 1020 vs 913 at 4068 x 1920 x 1408).
   if (tiles96 <= sms || full(tiles96) >= 0.95) {
     if (wave_columns(160) <= wave_columns(96)) return index_of("own_128x160");
-    if (k < 2048) return index_of("own_128x96_shortk");
-    return index_of(waves(tiles96) <= 3 ? "own_128x96_pipe" : "own_128x96");
+    if (!sparse_last_block) {
+      if (k < 2048) return index_of("own_128x96_shortk");
+      return index_of(waves(tiles96) <= 3 ? "own_128x96_pipe" : "own_128x96");
+    }
+    // A last row block at most half full (sparse_last_block above): four waves or more, the
+    // 192-wide rule's choice; fewer, the fallback's.
+    if (waves(tiles96) >= 4) return wide_pick();
   }
   // - Otherwise the 128-row tiles whose waves hold the fewest columns (a wave of any of them
   //   takes about as long per column): our 128 x 128 (1024 x 2048: 128 tiles, where 96s and 192s
