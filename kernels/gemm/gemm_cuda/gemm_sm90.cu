@@ -384,13 +384,20 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   //   vs 856 at 1477 x 7040 x 1792, 1020 vs 913 at 4068 x 1920 x 1408).
   if (tiles96 <= sms || full(tiles96) >= 0.95) {
     if (wave_columns(160) <= wave_columns(96)) return index_of("own_128x160");
-    if (!sparse_last_block) {
+    if (sparse_last_block) {
+      // A last row block at most half full (sparse_last_block above): four waves or more, the
+      // 192-wide rule's choice; fewer, the fallback's.
+      if (waves(tiles96) >= 4) return wide_pick();
+    } else if (waves(tiles96) <= 3 || wave_columns(96) < wave_columns(128)) {
       if (k < 2048) return index_of("own_128x96_shortk");
       return index_of(waves(tiles96) <= 3 ? "own_128x96_pipe" : "own_128x96");
     }
-    // A last row block at most half full (sparse_last_block above): four waves or more, the
-    // 192-wide rule's choice; fewer, the fallback's.
-    if (waves(tiles96) >= 4) return wide_pick();
+    // Four waves or more where our 128 x 128 tiles' waves hold no more columns: the fallback's
+    // choice, our 128 x 128 at every such shape measured (RESULTS.md 24j): +17 % (geometric
+    // mean) at 27 random shapes, from +9 % to +39 % (1191 vs 1023 at 868 x 7168 x 6144, 1156 vs
+    // 833 at 6244 x 1664 x 7040, 974 vs 873 at 3836 x 2816 x 1024 with programmatic dependent
+    // launch), where the 96-wide tiles had been behind cuBLAS at 12 of the 18 it ran (none now).
+    // The comparisons above that kept them there were against CUTLASS's 128 x 128.
   }
   // - Otherwise the 128-row tiles whose waves hold the fewest columns (a wave of any of them
   //   takes about as long per column): our 128 x 128 (1024 x 2048: 128 tiles, where 96s and 192s

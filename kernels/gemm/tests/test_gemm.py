@@ -443,21 +443,22 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     # On an H100 these take each branch of gemm_sm90.cu's table: at short K two CTAs per SM of
     # 64 x 96 tiles (M = 130 also pads a_scale) and of 128 x 64 (256 x 7168 x 512), and our own
     # 192-wide tiles, all with programmatic dependent launch; at longer K the 192-wide ones without
-    # and with the unrolled turns, the 96-wide ones pipelined (three waves) and unrolled (four), our
-    # 128 x 128 tiles in one wave and in several (with programmatic dependent launch below K = 2048
-    # and in one wave to K = 3072, without it at 1024 x 2048 x 4096), the 128 x 256 tiles, and for
-    # small M the few-tiles rule's 64 x 32 (M = 32 and 128), 128 x 64, 64 x 16, 64 x 64, 64 x 128,
-    # 64 x 48, 64 x 96, 128 x 192 (one wave of them, where the 192-wide rule below wants fuller
-    # waves) and 128 x 160; our 128 x 112 tiles in one full wave (with programmatic dependent
-    # launch, 256 x 7168 x 2048) and in two (the few-tiles rule) and in three (768 x 7168, where
-    # 128 x 128 tiles would be three less full waves), 128 x 160 in three where 128 x 128 tiles make
-    # four, 64 x 96 at M = 192 (no 128-row tiles there) and 64 x 64 in two CTAs per SM at M = 64
-    # with short K. At M <= 64 the 64-row tiles launch with programmatic dependent launch (their
-    # _pdl configurations): the last eight shapes take 64 x 16 and 64 x 128 without it (M = 192) and
-    # 64 x 48, 64 x 64 and 64 x 96 with it, two CTAs per SM of 64 x 64 at M = 48 (a part-empty row
-    # block) and, with short K, 128 x 64 in two CTAs per SM at 512 x 7168 (the fullest waves) and
-    # the 96-wide 128-row tiles at 768 x 7168 (three waves or more); 64 x 64 at 136 x 2560 x 1664
-    # (the few-tiles rule's 64-row tiles below K = 2048).
+    # and with the unrolled turns, the 96-wide ones pipelined (three waves) and unrolled (four or
+    # more, 4676 x 2304, where our 128 x 128 tiles' waves would hold more columns; at 6144 x 1024
+    # those take over), our 128 x 128 tiles in one wave and in several (with programmatic dependent
+    # launch below K = 2048 and in one wave to K = 3072, without it at 1024 x 2048 x 4096), the
+    # 128 x 256 tiles, and for small M the few-tiles rule's 64 x 32 (M = 32 and 128), 128 x 64,
+    # 64 x 16, 64 x 64, 64 x 128, 64 x 48, 64 x 96, 128 x 192 (one wave of them, where the 192-wide
+    # rule below wants fuller waves) and 128 x 160; our 128 x 112 tiles in one full wave (with
+    # programmatic dependent launch, 256 x 7168 x 2048) and in two (the few-tiles rule) and in three
+    # (768 x 7168, where 128 x 128 tiles would be three less full waves), 128 x 160 in three where
+    # 128 x 128 tiles make four, 64 x 96 at M = 192 (no 128-row tiles there) and 64 x 64 in two CTAs
+    # per SM at M = 64 with short K. At M <= 64 the 64-row tiles launch with programmatic dependent
+    # launch (their _pdl configurations): the last eight shapes take 64 x 16 and 64 x 128 without it
+    # (M = 192) and 64 x 48, 64 x 64 and 64 x 96 with it, two CTAs per SM of 64 x 64 at M = 48 (a
+    # part-empty row block) and, with short K, 128 x 64 in two CTAs per SM at 512 x 7168 (the
+    # fullest waves) and the 96-wide 128-row tiles at 768 x 7168 (three waves or more); 64 x 64 at
+    # 136 x 2560 x 1664 (the few-tiles rule's 64-row tiles below K = 2048).
     [
         (130, 384, 512),
         (2048, 4608, 512),
@@ -471,6 +472,7 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
         (3072, 4096, 2048),
         (1024, 4608, 2048),
         (6144, 1024, 2048),
+        (4676, 2304, 2048),
         (32, 4096, 2048),
         (128, 2048, 4096),
         (256, 4096, 4096),
