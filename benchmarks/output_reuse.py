@@ -19,6 +19,7 @@ their mean.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 import gemm
 import torch
@@ -39,7 +40,8 @@ SHAPES = [  # where cuBLAS led in run 23e, then the issue's four
 ]
 
 
-def into(out: torch.Tensor, x: Inputs):
+def into(out: torch.Tensor, x: Inputs) -> Callable[[], object]:
+    """Our op on x's operands, writing `out`."""
     return lambda: gemm.ops.gemm(out, x.a, x.b_col, x.a_scale, x.b_scale)
 
 
@@ -62,7 +64,7 @@ def main() -> None:
         }
         try:
             variants["cuBLAS"][0]()
-        except (RuntimeError, ValueError):  # e.g. K / 128 not a multiple of 4
+        except (RuntimeError, ValueError):  # cuBLAS refuses: K / 128 or M not a multiple of 4
             for name in names[2:]:
                 del variants[name]
         ms: dict[str, float] = dict.fromkeys(variants, 0.0)
