@@ -63,7 +63,7 @@ namespace {
 #endif
 using Cfg = fp8gemm::sm90_own::TileConfig<128, 1, false, 128, 128, PHASE_STAMPS_MAX_STAGES, true,
                                           1, 1>;
-constexpr int kCalls = 40;  // per graph, as in gemm_cuda.py
+constexpr int kCalls = 40;  // per graph, as in kernel_times.py
 // Rotating input sets: 8 (more bytes than the 50 MB L2 holds at the shapes of interest), or
 // $PHASE_STAMPS_SETS (1: every call reads the same operands, from L2 where they fit).
 int input_sets() {
