@@ -33,6 +33,7 @@ export PYTHONUNBUFFERED=1 PIP_ROOT_USER_ACTION=ignore
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site "$WHL_DIR"/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD
+CUTLASS_INCLUDE=/tmp/site/cutlass_library/source/include  # from the nvidia-cutlass wheel above
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader
 python3 -c "import torch, scikit_build_core, cmake; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'skbuild-core', scikit_build_core.__version__)"
 nvcc --version | tail -1
@@ -41,7 +42,7 @@ nvcc --version | tail -1
 # then compiles (its JIT) the kernel of every benchmark shape once; the benchmark times it.
 rm -f /tmp/gemm-installed
 if [ -n "${DEEPGEMM:-}" ]; then
-  export DG_CUTLASS_INCLUDE=/tmp/site/cutlass_library/source/include
+  export DG_CUTLASS_INCLUDE=$CUTLASS_INCLUDE
   (
     set -e
     rm -rf /tmp/deep-gemm && cp -r "$DEEPGEMM" /tmp/deep-gemm && rm -rf /tmp/deep-gemm/build
@@ -137,7 +138,7 @@ if has times; then
 fi
 if has stamps; then
   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
-    -I/tmp/site/cutlass_library/source/include -Ikernels/gemm/gemm_cuda -o /tmp/phase_stamps \
+    -I"$CUTLASS_INCLUDE" -Ikernels/gemm/gemm_cuda -o /tmp/phase_stamps \
     benchmarks/phase_stamps.cu > "$OUT/stamps.md" 2>&1 &&
     timeout 120 /tmp/phase_stamps ${STAMPS_SHAPES:-256,8192,2048 256,16384,1024 256,8192,4096} \
       >> "$OUT/stamps.md" 2>&1

@@ -103,9 +103,13 @@ def make_sets(m: int, n: int, k: int, seed: int) -> list[Inputs]:
     return [first] + [Inputs(m, n, k, seed + i) for i in range(1, count)]
 
 
-def ours(x: Inputs, row_major: bool = False) -> Callable[[], object]:
+def ours(
+    x: Inputs, row_major: bool = False, out: torch.Tensor | None = None
+) -> Callable[[], object]:
+    """Our op on x, writing x.out, or `out` when given."""
     b = x.b_row if row_major else x.b_col
-    return lambda: gemm.ops.gemm(x.out, x.a, b, x.a_scale, x.b_scale)
+    target = x.out if out is None else out
+    return lambda: gemm.ops.gemm(target, x.a, b, x.a_scale, x.b_scale)
 
 
 def dequantised_bf16(x: Inputs) -> Callable[[], object]:

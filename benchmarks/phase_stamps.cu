@@ -99,10 +99,6 @@ __global__ void fill_scales(float* p, size_t n) {
     p[i] = 1.0f + 0.001f * static_cast<float>(i % 7);
 }
 
-struct Set {
-  fp8gemm::sm90::Problem p;
-};
-
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -122,10 +118,10 @@ __global__ void timer_step(unsigned long long* out) {
 
 void run_shape(int m, int n, int k, int sms) {
   const int num_sets = input_sets();
-  std::vector<Set> sets(num_sets);
+  std::vector<fp8gemm::sm90::Problem> sets(num_sets);  // one input set each
   const int a_ld = (m + 3) / 4 * 4;
   for (int s = 0; s < num_sets; ++s) {
-    fp8gemm::sm90::Problem& p = sets[s].p;
+    fp8gemm::sm90::Problem& p = sets[s];
     uint8_t *a, *bt;
     float *sa, *sb;
     uint16_t* out;
@@ -161,7 +157,7 @@ void run_shape(int m, int n, int k, int sms) {
     cudaGraphExec_t exec;
     CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     for (int c = 0; c < kCalls; ++c)
-      CHECK(fp8gemm::sm90_own_launch::run<Cfg>(sets[c % num_sets].p, stream, pdl != 0));
+      CHECK(fp8gemm::sm90_own_launch::run<Cfg>(sets[c % num_sets], stream, pdl != 0));
     CHECK(cudaStreamEndCapture(stream, &graph));
     CHECK(cudaGraphInstantiate(&exec, graph, 0));
     for (int r = 0; r < 20; ++r) CHECK(cudaGraphLaunch(exec, stream));
@@ -240,12 +236,12 @@ void run_shape(int m, int n, int k, int sms) {
     CHECK(cudaGraphDestroy(graph));
   }
   CHECK(cudaStreamDestroy(stream));
-  for (Set& s : sets) {
-    CHECK(cudaFree(const_cast<uint8_t*>(s.p.a)));
-    CHECK(cudaFree(const_cast<uint8_t*>(s.p.bt)));
-    CHECK(cudaFree(const_cast<float*>(s.p.a_scale)));
-    CHECK(cudaFree(const_cast<float*>(s.p.b_scale)));
-    CHECK(cudaFree(s.p.out));
+  for (const fp8gemm::sm90::Problem& p : sets) {
+    CHECK(cudaFree(const_cast<uint8_t*>(p.a)));
+    CHECK(cudaFree(const_cast<uint8_t*>(p.bt)));
+    CHECK(cudaFree(const_cast<float*>(p.a_scale)));
+    CHECK(cudaFree(const_cast<float*>(p.b_scale)));
+    CHECK(cudaFree(p.out));
   }
 }
 

@@ -132,8 +132,7 @@ def test_gemm_cuda_build_has_the_cutlass_kernel_for_sm90a_only_and_imports(
     tool = cuobjdump()
     if tool is None:
         pytest.skip("no cuobjdump (pip install nvidia-cuda-cuobjdump)")
-    if importlib.util.find_spec("cutlass_library") is None:
-        pytest.skip("no CUTLASS headers (pip install --no-deps nvidia-cutlass)")
+    cutlass_include()  # skips without the headers, which the build below finds itself
     root = copy_gemm(tmp_path)
     generate_torch(root / "build.toml")
     build_env.pip_install(root, "cmake.define.BUILD2CMAKE_BACKEND=cuda")
@@ -171,6 +170,15 @@ def test_gemm_cuda_build_has_the_cutlass_kernel_for_sm90a_only_and_imports(
     assert result.stdout.strip().splitlines()[-1] == "cuda", result.stdout
 
 
+def cutlass_include() -> Path:
+    """The CUTLASS headers of the nvidia-cutlass wheel; the test skips without them."""
+    if importlib.util.find_spec("cutlass_library") is None:
+        pytest.skip("no CUTLASS headers (pip install --no-deps nvidia-cutlass)")
+    import cutlass_library
+
+    return Path(cutlass_library.__file__).parent / "source" / "include"
+
+
 @requires_nvcc
 @pytest.mark.parametrize(
     "unit", sorted(p.name for p in (GEMM / "gemm_cuda").glob("gemm_sm90_own_*.cu"))
@@ -181,11 +189,7 @@ def test_ptxas_keeps_our_own_kernels_wgmma_asynchronous(unit: str, tmp_path: Pat
     silently take back what the pipelined k-block loop of gemm_sm90_own_kernel.cuh gains (up to
     40 % at small M, RESULTS.md run 17); the loop is shaped so that ptxas can tell. Each
     translation unit of our own kernel compiled for sm_90a, as the build compiles it."""
-    if importlib.util.find_spec("cutlass_library") is None:
-        pytest.skip("no CUTLASS headers (pip install --no-deps nvidia-cutlass)")
-    import cutlass_library
-
-    cutlass = Path(cutlass_library.__file__).parent / "source" / "include"
+    cutlass = cutlass_include()
     source = GEMM / "gemm_cuda" / unit
     result = subprocess.run(
         [NVCC, "-cubin", "-arch=sm_90a", "-O3", "-std=c++17", "--expt-relaxed-constexpr",
@@ -204,11 +208,7 @@ def test_phase_stamps_build_on_the_kernel_and_stay_out_of_the_extension(tmp_path
     """benchmarks/phase_stamps.cu compiles our 128 x 128 kernel with its FP8GEMM_OWN_STAMP hooks
     reading %globaltimer; the extension's translation unit of that kernel has no timer read (the
     hooks are empty there), and the stamped kernel keeps its wgmma asynchronous."""
-    if importlib.util.find_spec("cutlass_library") is None:
-        pytest.skip("no CUTLASS headers (pip install --no-deps nvidia-cutlass)")
-    import cutlass_library
-
-    cutlass = Path(cutlass_library.__file__).parent / "source" / "include"
+    cutlass = cutlass_include()
     flags = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", f"-I{cutlass}",
              f"-I{GEMM / 'gemm_cuda'}", f"-I{GEMM}"]  # fmt: skip
     stamped = subprocess.run(

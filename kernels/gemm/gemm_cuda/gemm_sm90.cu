@@ -299,7 +299,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
       m <= 64 || ((k >= 2048 || (m > 96 && m <= 256 && k > 1536)) && count(256) <= sms);
   if (few_tiles) {
     const bool rows64_only = m <= 64 || (m > 128 && m <= 192);
-    const bool half_empty_block = m <= 320 && m % 128 != 0 && m % 128 <= 64;
+    const bool half_empty_block = m <= 320 && sparse_last_block;
     struct Tile {
       int64_t rows, cols;
       const char* name;
