@@ -334,3 +334,25 @@ def test_sm90_table_takes_128_wide_tiles_for_many_waves_of_no_more_columns(tmp_p
     more = [(4676, 2304, 2048), (492, 21760, 3072), (1128, 9600, 5376)]
     chosen = host_table(tmp_path)([*fewer_or_as_many, (3836, 2816, 1024), *more])
     assert chosen == ["own_128x128_pipe"] * 3 + ["own_128x128_pipe_pdl"] + ["own_128x96"] * 3
+
+
+@requires_nvcc
+def test_sm90_table_swaps_a_and_b_where_the_unswapped_rows_stay_empty(tmp_path: Path) -> None:
+    """Swapped tiles (M the tile's wide side, the output stored transposed) where the unswapped
+    choice's last row block is largely empty: +14 % and +15 % (geometric mean) over the unswapped
+    choice at 45 and 16 random shapes out of sample (RESULTS.md 25d, 25e). Not where they lost in
+    25a-25c: 64-row tiles nearly full (M = 188, 192), a cost ratio of exactly 6/5 (M = 316), fewer
+    tiles than three quarters of a wave (160 x 2432, 364 x 2048), nor where M is a multiple of
+    128."""
+    swapped = {
+        (156, 21376, 4608): "own_swap_80x128",
+        (136, 31744, 4608): "own_swap_144x128",
+        (152, 27392, 6144): "own_swap_160x128",
+        (524, 5632, 6656): "own_swap_176x128",
+        (180, 32384, 7680): "own_swap_192x128",
+    }
+    lost = [(188, 15360, 6144), (192, 16384, 2048), (316, 24576, 8192), (160, 2432, 4096),
+            (364, 2048, 5632), (256, 21376, 4608)]  # fmt: skip
+    chosen = host_table(tmp_path)([*swapped, *lost])
+    assert chosen[: len(swapped)] == list(swapped.values()), chosen
+    assert not any(c.startswith("own_swap") for c in chosen[len(swapped) :]), chosen

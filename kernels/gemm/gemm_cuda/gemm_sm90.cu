@@ -66,15 +66,87 @@ extern "C" const char* gemm_sm90_config_name(int config) {
   return config >= 0 && config < kConfigCount ? kConfigs[config].name : nullptr;
 }
 
+namespace {
+int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms);
+}  // namespace
 
 // The dispatch table, from the configuration matrices measured on the H100 (132 SMs; TFLOP/s of
-// each configuration at each benchmark shape in benchmarks/RESULTS.md).
+// each configuration at each benchmark shape in benchmarks/RESULTS.md): choose_unswapped below,
+// then swapped tiles in its place where they leave far fewer rows idle.
 extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* order) {
   int device = 0, sm_count = 132;
   if (cudaGetDevice(&device) == cudaSuccess)
     cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
   *order = Sm90Order{1, 0};
   const int64_t sms = sm_count;
+  const int plain = choose_unswapped(m, n, k, sms);
+  // Swapped tiles (gemm_sm90_own_swap.cu: W output rows x 128 output columns, M the tile's wide
+  // side): where the last row block of the unswapped choice is part empty, its tiles compute and
+  // store up to 127 empty rows (63 for 64-row tiles); a swapped tile's last block at most 15. But
+  // the swapped kernel is slower where both are full (per column a scale read and a multiply more
+  // in each k block's promotion): it topped out at 920-940 TFLOP/s at large M where the unswapped
+  // tiles ran 1000-1160 (RESULTS.md 25b). So they are taken only where they fill at least three
+  // quarters of a wave and either
+  // - "cheaper": the few-tiles rule's cost (in choose_unswapped: waves x the larger of a tile's L2
+  //   traffic and its math) of the cheapest swapped width is less than 5/6 of the cheapest
+  //   unswapped 128-row width's, and the unswapped choice uses less than 0.85 of the rows the
+  //   swapped tiles use; or
+  // - "emptier": that cost is at most 1/1.1 of it, and the unswapped choice uses less than 0.7.
+  // Measured at 138 shapes (RESULTS.md 25a-25c), where these hold at 28: +17 % (geometric mean)
+  // over the unswapped choice, the least 0.98; 656 (144 wide) vs 398 (our 128 x 128) at
+  // 136 x 31744 x 4608, 939 vs 701 at 524 x 5632 x 6656, 609 (80 wide, emptier) vs 414 at
+  // 156 x 21376 x 4608 (cuBLAS 542). Out of sample, at random shapes where the choice changed:
+  // cheaper, +14 % at 45 (25d), the least 0.93, behind cuBLAS at none of them instead of 12;
+  // emptier, +15 % at 16 (25e), the least 0.97. What each bound keeps out (25a-25c): a cost ratio
+  // of exactly 6/5 lost 4-10 % at M = 296-320 (897 vs 999 at 316 x 24576 x 8192, against our
+  // 128 x 192); where 64-row tiles were nearly full, 2-6 % (658 vs 702 at 192 x 16384 x 2048).
+  // Fewer tiles lost up to 54 % (256 vs 351 at 160 x 2432 x 4096, 76 tiles of 48-wide ones);
+  // with the widths built now the wave bound decides at about 1 in 1000 random shapes, not
+  // measured. 48- and 64-wide swapped tiles lost up to 39 % where the cost took them, and 96- to
+  // 128-wide ones were hardly ever its choice: not built. Only from K = 2048 and at M > 64, where
+  // they were measured.
+  if (m <= 64 || k < 2048 || m % 128 == 0) return plain;
+  auto waves = [&](int64_t tiles) { return (tiles + sms - 1) / sms; };
+  auto cost = [&](int64_t cols, int64_t tiles) {
+    return waves(tiles) * std::max<int64_t>(64 * (128 + cols), 128 * cols);
+  };
+  int64_t unswapped = 0;
+  for (int64_t cols : {96, 112, 128, 160, 192, 256}) {
+    const int64_t c = cost(cols, (m + 127) / 128 * ((n + cols - 1) / cols));
+    if (unswapped == 0 || c < unswapped) unswapped = c;
+  }
+  struct Swapped {
+    int64_t rows;
+    const char* name;
+  };
+  constexpr Swapped kSwapped[] = {{80, "own_swap_80x128"},   {144, "own_swap_144x128"},
+                                  {160, "own_swap_160x128"}, {176, "own_swap_176x128"},
+                                  {192, "own_swap_192x128"}};
+  const Swapped* best = nullptr;
+  int64_t best_cost = 0;
+  for (const Swapped& t : kSwapped) {
+    const int64_t c = cost(t.rows, n / 128 * ((m + t.rows - 1) / t.rows));
+    if (best == nullptr || c < best_cost) {
+      best = &t;
+      best_cost = c;
+    }
+  }
+  const int64_t swapped_tiles = n / 128 * ((m + best->rows - 1) / best->rows);
+  const int64_t plain_rows = std::strncmp(kConfigs[plain].name, "own_64x", 7) == 0 ? 64 : 128;
+  const double used_plain =
+      static_cast<double>(m) / ((m + plain_rows - 1) / plain_rows * plain_rows);
+  const double used_swapped =
+      static_cast<double>(m) / ((m + best->rows - 1) / best->rows * best->rows);
+  const bool cheaper = 5 * unswapped > 6 * best_cost && 0.85 * used_swapped > used_plain;
+  const bool emptier = 10 * unswapped >= 11 * best_cost && 0.7 * used_swapped > used_plain;
+  if ((cheaper || emptier) && 4 * swapped_tiles >= 3 * sms) return index_of(best->name);
+  return plain;
+}
+
+namespace {
+
+// The unswapped tiles' table.
+int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // Tiles of tile_m (128 unless named) rows and tile_n columns; waves of one tile per SM; "full":
   // the share of the waves' SM slots that hold a tile, tiles / (waves x SMs).
   auto count = [&](int64_t tile_n, int64_t tile_m = 128) {
@@ -441,6 +513,8 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   if (short_k && wave_columns(192) < least) pick = "own_128x192_shortk";
   return index_of(pick);
 }
+
+}  // namespace
 
 extern "C" size_t gemm_sm90_workspace_bytes(int config, Sm90Order order, int64_t m, int64_t n,
                                             int64_t k, int64_t a_scale_ld) {

@@ -26,9 +26,10 @@ struct Problem {
 
 // X(name): every configuration built. The names say schedule, tile (M x N; K is always 128, the
 // scale block), cluster (M x N) and, where not the persistent data-parallel one, the tile scheduler;
-// "own" is our own kernel (gemm_sm90_own_kernel.cuh), the rest CUTLASS's. Since run 21 of
-// benchmarks/RESULTS.md the dispatch table (gemm_sm90.cu) chooses our own alone; CUTLASS's are
-// built and tested as the baseline the configuration matrices measure ours against.
+// "own" is our own kernel (gemm_sm90_own_kernel.cuh), the rest CUTLASS's; "own_swap_WxN" its
+// swapped tiles (W rows of out by N columns, computed as out's transpose: gemm_sm90_own_swap.cu).
+// Since run 21 of benchmarks/RESULTS.md the dispatch table (gemm_sm90.cu) chooses our own alone;
+// CUTLASS's are built and tested as the baseline the configuration matrices measure ours against.
 // Tried and left out: a CUTLASS 128 x 192 tile (b_scale expanded to 64 or 32 columns per scale):
 // its blockwise mainloop compiles for neither ("Stride Divisibility Condition" in its scale-copy
 // partitioning; for 32 also "Accumulator and scaleB must have same shape"), hence our own kernel;
@@ -71,7 +72,12 @@ struct Problem {
   X(own_128x112_pipe_pdl)           \
   X(own_128x64_x2)                  \
   X(own_128x128_pipe)               \
-  X(own_128x128_pipe_pdl)
+  X(own_128x128_pipe_pdl)           \
+  X(own_swap_80x128)                \
+  X(own_swap_144x128)               \
+  X(own_swap_160x128)               \
+  X(own_swap_176x128)               \
+  X(own_swap_192x128)
 
 #define GEMM_SM90_DECLARE(NAME)                                       \
   size_t workspace_bytes_##NAME(const Problem& p);                    \

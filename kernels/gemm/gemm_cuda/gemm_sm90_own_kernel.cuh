@@ -26,6 +26,16 @@
 // swizzled shared-memory buffer with TMA stores (which clip rows >= M and columns >= N) that
 // drain while its next tile's mainloop runs. One CTA per SM, or two (kCtasPerSm) for some tiles
 // at short K.
+//
+// Swapped tiles (kSwapAB; gemm_sm90_own_swap.cu): the kernel computes out's transpose, with bt as
+// its row operand and a as its column operand, for M not a multiple of 128. A tile's 128 rows are
+// then 128 columns of out (one b-scale block: one b scale per k block, no split), its BN columns
+// BN rows of out, each with its own a scale: the producer's TMA loads a_scale for the tile's
+// columns, and the promotion reads each thread's column scales from the stage (so the stage is
+// released after the promotion, not before). The epilogue writes the accumulator transposed
+// (stmatrix .trans) into a buffer in out's own layout, BN rows of the warpgroup's 64 columns, and
+// stores it with one TMA store, which clips rows >= M. The last column block leaves at most 15 of
+// its BN columns empty, where a 128-row tile's last row block leaves up to 127 rows empty.
 #pragma once
 
 #include <cstdint>
@@ -69,27 +79,27 @@ constexpr uint64_t kEvictNormal = 0x1000000000000000ull;
 constexpr int kGroupM = 8;             // tiles are walked in groups of 8 row blocks (L2 reuse)
 
 // The wgmma atom 64 x N x 32 (e4m3 x e4m3 -> f32, both operands K-major in shared memory), as
-// CuTe's selector names it for an N-wide wave (MMA_64xNx32_F32E4M3E4M3_SS_TN). N = 48, 112 and
-// 160 are among the shapes CuTe keeps apart, in mma_sm90_gmma_ext.hpp, which its selector offers
-// only under CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED: named here instead.
+// CuTe's selector names it for an N-wide wave (MMA_64xNx32_F32E4M3E4M3_SS_TN). N = 48, 80, 112,
+// 144, 160 and 176 are among the shapes CuTe keeps apart, in mma_sm90_gmma_ext.hpp, which its
+// selector offers only under CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED: named here instead.
 template <int N>
 struct WgmmaAtom {
   using type = decltype(cute::SM90::GMMA::ss_op_selector<
                         cute::float_e4m3_t, cute::float_e4m3_t, float,
                         cute::Shape<cute::_64, cute::Int<N>, cute::_32>>());
 };
-template <>
-struct WgmmaAtom<48> {
-  using type = cute::SM90::GMMA::MMA_64x48x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct WgmmaAtom<112> {
-  using type = cute::SM90::GMMA::MMA_64x112x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct WgmmaAtom<160> {
-  using type = cute::SM90::GMMA::MMA_64x160x32_F32E4M3E4M3_SS_TN<>;
-};
+#define FP8GEMM_OWN_EXT_ATOM(N)                                  \
+  template <>                                                    \
+  struct WgmmaAtom<N> {                                          \
+    using type = cute::SM90::GMMA::MMA_64x##N##x32_F32E4M3E4M3_SS_TN<>; \
+  };
+FP8GEMM_OWN_EXT_ATOM(48)
+FP8GEMM_OWN_EXT_ATOM(80)
+FP8GEMM_OWN_EXT_ATOM(112)
+FP8GEMM_OWN_EXT_ATOM(144)
+FP8GEMM_OWN_EXT_ATOM(160)
+FP8GEMM_OWN_EXT_ATOM(176)
+#undef FP8GEMM_OWN_EXT_ATOM
 template <int N>
 using WgmmaOp = typename WgmmaAtom<N>::type;
 
@@ -129,9 +139,12 @@ using WgmmaOp = typename WgmmaAtom<N>::type;
 // 128 x 128 tiles a sixth stage (own_128x128_pipe). Where a CTA runs many tiles, the wait between
 // parts delays its next tile: 128 x 192 and 128 x 256 lost 5-10 % with one box (RESULTS.md run
 // 23), though it gave them a stage too.
+// kSwapAB_: the tile's rows are columns of the output and its columns rows (swapped tiles, at the
+// top of this file).
 template <int BN, int kDBufs_, bool kTurns_, int kWaveN_ = BN, int BM = 128, int kMaxStages = 8,
-          bool kPipe_ = false, int kCtasPerSm_ = 1, int kStoreBoxes_ = 0>
+          bool kPipe_ = false, int kCtasPerSm_ = 1, int kStoreBoxes_ = 0, bool kSwapAB_ = false>
 struct TileConfig {
+  static constexpr bool kSwapAB = kSwapAB_;
   static constexpr bool kPipe = kPipe_;
   static constexpr int kCtasPerSm = kCtasPerSm_;
   // Shared memory one CTA may use: the opt-in maximum alone on its SM, else an equal share of the
@@ -151,16 +164,20 @@ struct TileConfig {
   static constexpr int kWaveN = kWaveN_;
   static constexpr int kWaves = BN / kWaveN;
   static constexpr int kAccum = kWaveN / 2;  // fp32 values per thread of a 64 x kWaveN result
-  // Output store: TMA boxes of 64 rows x kStoreCols columns, swizzled to the box's row width.
-  static constexpr int kStoreCols = BN % 64 == 0 ? 64 : (BN % 32 == 0 ? 32 : 16);
+  // Output store: TMA boxes of 64 rows x kStoreCols columns, swizzled to the box's row width;
+  // swapped, one box of BN output rows x the warpgroup's 64 output columns.
+  static constexpr int kStoreCols = kSwapAB_ || BN % 64 == 0 ? 64 : (BN % 32 == 0 ? 32 : 16);
   static constexpr int kStoreSwizzleBytes = kStoreCols * 2;
 
   static constexpr int kSmemA = kBlockM * kBlockK;
   static constexpr int kSmemB = BN * kBlockK;
-  // Per stage: a_scale of the tile's 128 rows (TMA), then the k block's two b scales.
-  static constexpr int kSmemScales = (kBlockM * 4 + 8 + 127) / 128 * 128;
-  static constexpr int kStoreBoxes = kStoreBoxes_ == 0 ? BN / kStoreCols : kStoreBoxes_;
-  static constexpr int kSmemDPerWg = 64 * kStoreCols * kStoreBoxes * 2;
+  // Per stage: the k block's a_scale of the tile's rows (of its columns, swapped) by TMA, then
+  // its two b scales.
+  static constexpr int kScaleSlots = kSwapAB_ ? BN : kBlockM;
+  static constexpr int kSmemScales = (kScaleSlots * 4 + 8 + 127) / 128 * 128;
+  static constexpr int kStoreBoxes =
+      kSwapAB_ ? 1 : (kStoreBoxes_ == 0 ? BN / kStoreCols : kStoreBoxes_);
+  static constexpr int kSmemDPerWg = kSwapAB_ ? BN * 128 : 64 * kStoreCols * kStoreBoxes * 2;
   static constexpr int kSmemPerStage = kSmemA + kSmemB + kSmemScales + 16;  // + 2 mbarriers
   static constexpr int kStagesFit =
       (kSmemLimit - kMathWgs * kDBufs * kSmemDPerWg) / kSmemPerStage;
@@ -175,7 +192,7 @@ struct TileConfig {
 
   static_assert(kWaveN % 16 == 0 && kWaveN <= 256 && BN % kWaveN == 0, "wgmma N");
   static_assert(kDBufs == 1 || kDBufs == 2, "one or two output buffers");
-  static_assert(BN % (kStoreCols * kStoreBoxes) == 0 &&
+  static_assert(kSwapAB_ || BN % (kStoreCols * kStoreBoxes) == 0 &&
                     (kDBufs == 1 || kStoreBoxes * kStoreCols == BN),
                 "a staging buffer holds whole boxes, and a tile's parts go through one buffer");
   static_assert(BM == 64 || BM == 128, "one or two math warpgroups");
@@ -184,6 +201,8 @@ struct TileConfig {
   static_assert((kMathWgs == 1 && kCtasPerSm_ == 1) || kMathRegs <= 256, "setmaxnreg: 24 to 256");
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemDPerWg % 1024 == 0,
                 "128-byte swizzled tiles must stay 1024-byte aligned");
+  static_assert(!kSwapAB_ || (kWaveN_ == BN && kDBufs_ == 1 && kStoreBoxes_ == 0 && BN <= 256),
+                "swapped tiles: one wave, one whole-tile store buffer, a TMA box of BN rows");
 };
 
 struct Params {
@@ -285,6 +304,62 @@ __device__ __forceinline__ void tile_coords(const Params& p, int tile, int& m_bl
   n_blk = in_group / height;
 }
 
+// Four 8 x 8 bf16 matrices into shared memory at addr (this lane's row address): v[0..7] are a
+// thread's values of two 8-column chunks of a wgmma result (rows row0 and row0 + 8 of each),
+// rounded to bf16; kTrans stores each matrix transposed.
+template <bool kTrans>
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const float* v) {
+  uint32_t packed[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const __nv_bfloat162 two = __floats2bfloat162_rn(v[2 * q], v[2 * q + 1]);
+    packed[q] = *reinterpret_cast<const uint32_t*>(&two);
+  }
+  if constexpr (kTrans)
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(
+                     addr),
+                 "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
+                 : "memory");
+  else
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+                 "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
+                 : "memory");
+}
+
+// The epilogue of a swapped tile: the accumulator's rows are 64 output columns (this warpgroup's
+// of the tile's 64 or 128), its columns BN output rows. stmatrix .trans writes each 8 x 8 matrix
+// of the result transposed, so that the buffer holds the output's own layout: BN rows of 64 bf16
+// columns (128 bytes, swizzled as the TMA expects), one TMA store. A thread's values
+// 4*j .. 4*j + 7 are matrices q = 0..3 (chunk j + q / 2, the warp's rows 8 * (q % 2) on); lane l
+// names the row l % 8 of matrix l / 8 as stored: output row (j + l / 16) * 8 + l % 8, from output
+// column warp * 16 + 8 * (l / 8 % 2) on.
+template <class Cfg>
+__device__ __forceinline__ void store_swapped(const float* acc, uint8_t* smem, int m_blk,
+                                              int n_blk, int wg, const CUtensorMap* tmap_d) {
+  constexpr int kAcc = Cfg::kAccum;
+  static_assert(kAcc % 8 == 0, "chunks go to stmatrix in pairs");
+  const int tid = threadIdx.x % 128;
+  const int warp = tid / 32, lane = tid % 32;
+  uint8_t* d_smem = smem + Cfg::kOffD + wg * Cfg::kSmemDPerWg;
+  const uint32_t d_addr = cute::cast_smem_ptr_to_uint(d_smem);
+  // The buffer is free once the previous tile's store has read it.
+  if (tid == 0) cute::tma_store_wait<0>();
+  warpgroup_barrier(wg);
+  const int chunk16 = warp * 2 + lane / 8 % 2;  // the 16-byte chunk of a row this lane names
+#pragma unroll
+  for (int j = 0; j < kAcc / 4; j += 2) {
+    const int row = (j + lane / 16) * 8 + lane % 8;
+    stmatrix_x4<true>(d_addr + row * 128 + ((chunk16 ^ (row % 8)) << 4), acc + 4 * j);
+  }
+  cute::tma_store_fence();  // make the generic-proxy writes visible to the TMA (async proxy)
+  warpgroup_barrier(wg);
+  if (tid == 0) {
+    cute::SM90_TMA_STORE_2D::copy(tmap_d, d_smem, m_blk * Cfg::kBlockM + wg * 64,
+                                  n_blk * Cfg::kBlockN);
+    cute::tma_store_arrive();
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // One math warpgroup's work on one tile. kSplit: the tile's first kSplit columns take the k
 // block's first b scale, the rest its second (kSplit >= BN: one scale block). It is a template
@@ -325,20 +400,24 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   const uint64_t desc_b_hi = desc_b0 & ~uint64_t{0xffffffffu};
 
   // The parts of a k block, shared by the two loops below. Each reads all this warpgroup needs
-  // from a stage before the stage is released: sc = {sa0, sa1, sb_lo, sb_hi}.
+  // from a stage before the stage is released: sc = {sa0, sa1, sb_lo, sb_hi}. Swapped, the
+  // a scales are the columns', many per thread: promote reads them from the stage, which is
+  // released after it.
   auto load_scales = [&](int stage, float (&sc)[4]) {
     const uint32_t scales = scales0 + stage * Cfg::kSmemScales;
-    asm volatile("ld.shared.f32 %0, [%1];"
-                 : "=f"(sc[0])
-                 : "r"(scales + 4 * (wg * 64 + row0))
-                 : "memory");
-    asm volatile("ld.shared.f32 %0, [%1];"
-                 : "=f"(sc[1])
-                 : "r"(scales + 4 * (wg * 64 + row0 + 8))
-                 : "memory");
+    if constexpr (!Cfg::kSwapAB) {
+      asm volatile("ld.shared.f32 %0, [%1];"
+                   : "=f"(sc[0])
+                   : "r"(scales + 4 * (wg * 64 + row0))
+                   : "memory");
+      asm volatile("ld.shared.f32 %0, [%1];"
+                   : "=f"(sc[1])
+                   : "r"(scales + 4 * (wg * 64 + row0 + 8))
+                   : "memory");
+    }
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
                  : "=f"(sc[2]), "=f"(sc[3])
-                 : "r"(scales + 4 * Cfg::kBlockM)
+                 : "r"(scales + 4 * Cfg::kScaleSlots)
                  : "memory");
   };
   // Wave w's wgmma of the stage into t, committed as one group (not waited for).
@@ -368,9 +447,30 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   // layout: value 4*j + {0,1} is (row0, 8*j + 2*(lane%4) + {0,1}), value 4*j + {2,3} is row0 + 8;
   // so an 8-column chunk j lies wholly on one side of the b-scale boundary kSplit (a multiple of
   // 16). The fence first: the reads of t stay after the wgmma wait that precedes the call.
-  auto promote = [&](int w, const float (&sc)[4], float* t) {
+  // Swapped: one b scale (the tile's rows are 128 or 64 columns of b, in one scale block) and a
+  // scale per column, this thread's two of each chunk read as a pair from the stage.
+  auto promote = [&](int w, const float (&sc)[4], float* t, int stage) {
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(t[i]);
+    if constexpr (Cfg::kSwapAB) {
+      const uint32_t cols =
+          scales0 + stage * Cfg::kSmemScales + 4 * (w * Cfg::kWaveN + 2 * (lane % 4));
+#pragma unroll
+      for (int j = 0; j < kAcc / 4; ++j) {
+        float c0, c1;
+        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
+                     : "=f"(c0), "=f"(c1)
+                     : "r"(cols + 32 * j)
+                     : "memory");
+        const float s0 = sc[2] * c0, s1 = sc[2] * c1;
+        float* out = acc + w * kAcc + 4 * j;
+        out[0] += s0 * t[4 * j + 0];
+        out[1] += s1 * t[4 * j + 1];
+        out[2] += s0 * t[4 * j + 2];
+        out[3] += s1 * t[4 * j + 3];
+      }
+      return;
+    }
     const float s00 = sc[0] * sc[2], s10 = sc[1] * sc[2];
     const float s01 = sc[0] * sc[3], s11 = sc[1] * sc[3];
 #pragma unroll
@@ -404,8 +504,9 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
     };
     auto finish = [&](auto buffer) {
       constexpr int b = decltype(buffer)::value;
-      release(st[b]);
-      promote(0, sc[b], t[b]);
+      if constexpr (!Cfg::kSwapAB) release(st[b]);
+      promote(0, sc[b], t[b], st[b]);
+      if constexpr (Cfg::kSwapAB) release(st[b]);
     };
     constexpr std::integral_constant<int, 0> b0{};
     constexpr std::integral_constant<int, 1> b1{};
@@ -443,8 +544,9 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
       for (int w = 0; w < kWaves; ++w) {
         issue(stage, w, tmp);
         cute::warpgroup_wait<0>();
-        if (w == kWaves - 1) release(stage);
-        promote(w, sc, tmp);
+        if (!Cfg::kSwapAB && w == kWaves - 1) release(stage);
+        promote(w, sc, tmp, stage);
+        if (Cfg::kSwapAB && w == kWaves - 1) release(stage);
       }
     };
     for_each_k_block<Cfg::kStages, Cfg::kTurns>(num_k_blocks, stage, phase, k_block);
@@ -458,6 +560,11 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   // j + 1 (8 columns = 16 bytes each), and lane l names the row l % 16 of chunk j + l / 16. Each
   // 16-byte chunk of a row is XORed with the row's position in its swizzle atom, as the TMA
   // expects, so the 8 rows of one matrix land in 8 different bank groups.
+  if constexpr (Cfg::kSwapAB) {
+    store_swapped<Cfg>(acc, smem, m_blk, n_blk, wg, tmap_d);
+    if (threadIdx.x == 128) FP8GEMM_OWN_STAMP(5);
+    return;
+  }
   constexpr int kCols = Cfg::kStoreCols;
   constexpr int kSwizzleMask = Cfg::kStoreSwizzleBytes / 16 - 1;
   constexpr int kBoxBytes = 64 * kCols * 2;
@@ -483,18 +590,7 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
       const int col = (j + lane / 16) * 8 - g * kGroupCols;  // in this part
       uint32_t off = (col / kCols) * kBoxBytes + st_row * (kCols * 2) + (col % kCols) * 2;
       off ^= ((off >> 7) & kSwizzleMask) << 4;
-      uint32_t packed[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const __nv_bfloat162 two =
-            __floats2bfloat162_rn(acc[4 * j + 2 * q], acc[4 * j + 2 * q + 1]);
-        packed[q] = *reinterpret_cast<const uint32_t*>(&two);
-      }
-      asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
-                   :
-                   : "r"(d_addr + off), "r"(packed[0]), "r"(packed[1]), "r"(packed[2]),
-                     "r"(packed[3])
-                   : "memory");
+      stmatrix_x4<false>(d_addr + off, acc + 4 * j);
     }
     cute::tma_store_fence();  // make the generic-proxy writes visible to the TMA (async proxy)
     warpgroup_barrier(wg);
@@ -591,7 +687,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
     if (warp == 0 && cute::elect_one_sync()) {
       // Warp 0: the TMA loads of A, Bt and a_scale, nothing else (no load of its own to wait for).
       constexpr uint32_t kStageBytes =
-          Cfg::kSmemA + Cfg::kSmemB + Cfg::kBlockM * 4;  // out-of-bounds parts count too (zeros)
+          Cfg::kSmemA + Cfg::kSmemB + Cfg::kScaleSlots * 4;  // out-of-bounds parts count too
       for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
         int m_blk, n_blk;
         tile_coords(p, tile, m_blk, n_blk);
@@ -607,7 +703,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
                                        kb * kBlockK, m0);
           cute::SM90_TMA_LOAD_2D::copy(&tmap_b, bar, kEvictNormal,
                                        smem + Cfg::kOffB + stage * Cfg::kSmemB, kb * kBlockK, n0);
-          cute::SM90_TMA_LOAD_2D::copy(&tmap_sfa, bar, kEvictNormal, scales, m0, kb);
+          cute::SM90_TMA_LOAD_2D::copy(&tmap_sfa, bar, kEvictNormal, scales,
+                                       Cfg::kSwapAB ? n0 : m0, kb);
         });
       }
       FP8GEMM_OWN_STAMP(2);
@@ -623,7 +720,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
       for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
         int m_blk, n_blk;
         tile_coords(p, tile, m_blk, n_blk);
-        const int s0 = n_blk * Cfg::kBlockN / kScaleBlockN;
+        // Swapped, the tile's rows are b's columns, all in one scale block.
+        const int s0 = Cfg::kSwapAB ? m_blk * Cfg::kBlockM / kScaleBlockN
+                                    : n_blk * Cfg::kBlockN / kScaleBlockN;
         const int s1 = min(s0 + 1, p.num_n_scales - 1);
         for (int kb0 = 0; kb0 < num_k_blocks; kb0 += 32) {
           float mine_lo = 0.f, mine_hi = 0.f;
@@ -640,8 +739,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
             if (lane == 0) {
               float* scales =
                   reinterpret_cast<float*>(smem + Cfg::kOffScales + stage * Cfg::kSmemScales);
-              scales[Cfg::kBlockM] = lo;
-              scales[Cfg::kBlockM + 1] = hi;
+              scales[Cfg::kScaleSlots] = lo;
+              scales[Cfg::kScaleSlots + 1] = hi;
               full[stage].arrive();
             }
             advance<Cfg::kStages>(stage, phase);
@@ -656,9 +755,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
     for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
       int m_blk, n_blk;
       tile_coords(p, tile, m_blk, n_blk);
-      const int scale_split = kScaleBlockN - (n_blk * Cfg::kBlockN) % kScaleBlockN;
-      math_tile_dispatch<Cfg, kScaleBlockN>(scale_split, p, smem, m_blk, n_blk, math_wg, stage,
-                                            phase, d_buf, &tmap_d);
+      if constexpr (Cfg::kSwapAB) {
+        math_tile<Cfg, kScaleBlockN>(p, smem, m_blk, n_blk, math_wg, stage, phase, d_buf, &tmap_d);
+      } else {
+        const int scale_split = kScaleBlockN - (n_blk * Cfg::kBlockN) % kScaleBlockN;
+        math_tile_dispatch<Cfg, kScaleBlockN>(scale_split, p, smem, m_blk, n_blk, math_wg, stage,
+                                              phase, d_buf, &tmap_d);
+      }
       d_buf = d_buf + 1 == Cfg::kDBufs ? 0 : d_buf + 1;
     }
     // The shared memory being stored must outlive the stores.

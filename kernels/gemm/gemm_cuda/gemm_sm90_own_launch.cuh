@@ -62,17 +62,22 @@ cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
       p.a_scale_ld < m || p.a_scale_ld % 4 != 0 || p.sm_count < 1)
     return cudaErrorInvalidValue;
 
+  // Swapped tiles (Cfg::kSwapAB): the kernel's row operand is bt, its column operand a, and its
+  // column scales a_scale's; an output box is BN rows of 64 columns.
+  constexpr bool kSwap = Cfg::kSwapAB;
+  const int64_t rows = kSwap ? n : m, cols = kSwap ? m : n;
   CUtensorMap tmap_a, tmap_b, tmap_sfa, tmap_d;
   cudaError_t err;
-  if ((err = encode_tiled(&tmap_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.a, k, m, k, kBlockK,
-                          Cfg::kBlockM, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
-      (err = encode_tiled(&tmap_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.bt, k, n, k, kBlockK,
-                          Cfg::kBlockN, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+  if ((err = encode_tiled(&tmap_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, kSwap ? p.bt : p.a, k, rows, k,
+                          kBlockK, Cfg::kBlockM, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+      (err = encode_tiled(&tmap_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, kSwap ? p.a : p.bt, k, cols, k,
+                          kBlockK, Cfg::kBlockN, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
       (err = encode_tiled(&tmap_sfa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, p.a_scale, p.a_scale_ld,
-                          k / kBlockK, p.a_scale_ld * 4, Cfg::kBlockM, 1,
+                          k / kBlockK, p.a_scale_ld * 4, Cfg::kScaleSlots, 1,
                           CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
       (err = encode_tiled(&tmap_d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.out, n, m, n * 2,
-                          Cfg::kStoreCols, 64, kStoreSwizzle)) != cudaSuccess)
+                          Cfg::kStoreCols, kSwap ? Cfg::kBlockN : 64, kStoreSwizzle)) !=
+          cudaSuccess)
     return err;
 
   Params params{};
@@ -81,8 +86,8 @@ cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
   params.k = p.k;
   params.b_scale = p.b_scale;
   params.num_n_scales = p.n / kScaleBlockN;
-  params.num_m_blocks = (p.m + Cfg::kBlockM - 1) / Cfg::kBlockM;
-  params.num_n_blocks = (p.n + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  params.num_m_blocks = static_cast<int>((rows + Cfg::kBlockM - 1) / Cfg::kBlockM);
+  params.num_n_blocks = static_cast<int>((cols + Cfg::kBlockN - 1) / Cfg::kBlockN);
   const int64_t tiles = int64_t{params.num_m_blocks} * params.num_n_blocks;
   if (tiles > INT32_MAX) return cudaErrorInvalidValue;
   params.num_tiles = static_cast<int>(tiles);

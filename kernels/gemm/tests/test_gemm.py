@@ -348,9 +348,10 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
     blocks pipelined) our TMA + wgmma kernel, with "own_128x256" (two 128-column waves per k block),
     "own_128x160", "own_128x112_pipe" and "own_128x128_pipe" (and "_pdl"), "own_128x64" (and "_x2",
     two CTAs per SM), "own_128x32" and the 64-row tiles (one math warpgroup; "_pdl", launched with
-    programmatic dependent launch; "_x2", two CTAs per SM): its 256-, 192-, 160-, 112- and 96-column
+    programmatic dependent launch; "_x2", two CTAs per SM) and the swapped "own_swap_" tiles (the
+    output stored transposed, a scale per tile column): its 256-, 192-, 160-, 112- and 96-column
     tiles straddle b's 128-column scale blocks and overhang N at most of these N, and most M leave
-    64-row tiles part empty."""
+    64-row tiles and the swapped tiles' last column block part empty."""
     if gemm.backend != "cuda":  # "default" too: the shapes are about the CUDA kernels' tiles
         pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
     use_cuda_kernel(kernel, monkeypatch)
@@ -458,7 +459,9 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     # (M = 192) and 64 x 48, 64 x 64 and 64 x 96 with it, two CTAs per SM of 64 x 64 at M = 48 (a
     # part-empty row block) and, with short K, 128 x 64 in two CTAs per SM at 512 x 7168 (the
     # fullest waves) and the 96-wide 128-row tiles at 768 x 7168 (three waves or more); 64 x 64 at
-    # 136 x 2560 x 1664 (the few-tiles rule's 64-row tiles below K = 2048).
+    # 136 x 2560 x 1664 (the few-tiles rule's 64-row tiles below K = 2048). The last five take the
+    # swapped tiles, 80 to 192 output rows wide, the output stored transposed (M = 65, 147 and 177
+    # also pad a_scale).
     [
         (130, 384, 512),
         (2048, 4608, 512),
@@ -498,6 +501,11 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
         (512, 7168, 256),
         (768, 7168, 256),
         (136, 2560, 1664),
+        (65, 14848, 2048),
+        (130, 12672, 2048),
+        (147, 12928, 2048),
+        (514, 5120, 2048),
+        (177, 25600, 2048),
     ],
 )
 def test_cuda_graph_replays_the_op_on_new_inputs(device: str, m: int, n: int, k: int):
