@@ -316,13 +316,14 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, const float* v) {
     packed[q] = *reinterpret_cast<const uint32_t*>(&two);
   }
   if constexpr (kTrans)
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(
-                     addr),
-                 "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};"
+                 :
+                 : "r"(addr), "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
                  : "memory");
   else
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
-                 "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+                 :
+                 : "r"(addr), "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
                  : "memory");
 }
 
