@@ -157,7 +157,7 @@ void run_shape(int m, int n, int k, int sms) {
     cudaGraphExec_t exec;
     CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     for (int c = 0; c < kCalls; ++c)
-      CHECK(fp8gemm::sm90_own_launch::run<Cfg>(sets[c % num_sets], nullptr, stream, pdl != 0));
+      CHECK(fp8gemm::sm90_own_launch::run<Cfg>(sets[c % num_sets], stream, pdl != 0));
     CHECK(cudaStreamEndCapture(stream, &graph));
     CHECK(cudaGraphInstantiate(&exec, graph, 0));
     for (int r = 0; r < 20; ++r) CHECK(cudaGraphLaunch(exec, stream));

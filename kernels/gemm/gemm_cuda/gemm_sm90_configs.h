@@ -27,8 +27,7 @@ struct Problem {
 // X(name): every configuration built. The names say schedule, tile (M x N; K is always 128, the
 // scale block), cluster (M x N) and, where not the persistent data-parallel one, the tile scheduler;
 // "own" is our own kernel (gemm_sm90_own_kernel.cuh), the rest CUTLASS's; "own_swap_WxN" its
-// swapped tiles (W rows of out by N columns, computed as out's transpose: gemm_sm90_own_swap.cu);
-// "_k2" their K split in two parts (gemm_sm90_own_splitk.cu).
+// swapped tiles (W rows of out by N columns, computed as out's transpose: gemm_sm90_own_swap.cu).
 // Since run 21 of benchmarks/RESULTS.md the dispatch table (gemm_sm90.cu) chooses our own alone;
 // CUTLASS's are built and tested as the baseline the configuration matrices measure ours against.
 // Tried and left out: a CUTLASS 128 x 192 tile (b_scale expanded to 64 or 32 columns per scale):
@@ -78,11 +77,7 @@ struct Problem {
   X(own_swap_144x128)               \
   X(own_swap_160x128)               \
   X(own_swap_176x128)               \
-  X(own_swap_192x128)               \
-  X(own_swap_80x128_k2)             \
-  X(own_swap_144x128_k2)            \
-  X(own_swap_192x128_k2)            \
-  X(own_128x128_pipe_k2)
+  X(own_swap_192x128)
 
 #define GEMM_SM90_DECLARE(NAME)                                       \
   size_t workspace_bytes_##NAME(const Problem& p);                    \

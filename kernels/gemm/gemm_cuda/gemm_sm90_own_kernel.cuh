@@ -141,14 +141,10 @@ using WgmmaOp = typename WgmmaAtom<N>::type;
 // 23), though it gave them a stage too.
 // kSwapAB_: the tile's rows are columns of the output and its columns rows (swapped tiles, at the
 // top of this file).
-// kSplitK_: K split in up to that many parts, each a work unit of its own (split K, below
-// Params): for tiles too few to occupy the SMs at long K.
 template <int BN, int kDBufs_, bool kTurns_, int kWaveN_ = BN, int BM = 128, int kMaxStages = 8,
-          bool kPipe_ = false, int kCtasPerSm_ = 1, int kStoreBoxes_ = 0, bool kSwapAB_ = false,
-          int kSplitK_ = 1>
+          bool kPipe_ = false, int kCtasPerSm_ = 1, int kStoreBoxes_ = 0, bool kSwapAB_ = false>
 struct TileConfig {
   static constexpr bool kSwapAB = kSwapAB_;
-  static constexpr int kSplitK = kSplitK_;
   static constexpr bool kPipe = kPipe_;
   static constexpr int kCtasPerSm = kCtasPerSm_;
   // Shared memory one CTA may use: the opt-in maximum alone on its SM, else an equal share of the
@@ -207,7 +203,6 @@ struct TileConfig {
                 "128-byte swizzled tiles must stay 1024-byte aligned");
   static_assert(!kSwapAB_ || (kWaveN_ == BN && kDBufs_ == 1 && kStoreBoxes_ == 0 && BN <= 256),
                 "swapped tiles: one wave, one whole-tile store buffer, a TMA box of BN rows");
-  static_assert(kSplitK_ >= 1 && (kWaves * kAccum) % 4 == 0, "partial sums go out as float4");
 };
 
 struct Params {
@@ -215,42 +210,7 @@ struct Params {
   const float* b_scale;  // (K/128, N/128)
   int num_n_scales;      // N/128
   int num_m_blocks, num_n_blocks, num_tiles;
-  // Split K (TileConfig's kSplitK > 1; otherwise splits = 1 and the rest unused): K's blocks in
-  // `splits` parts of split_k_blocks (the last part the rest), num_units = num_tiles x splits.
-  int splits, split_k_blocks, num_units;
-  float* partial;            // every part but the last: its fp32 sums, per tile and thread
-  unsigned int* split_done;  // per tile and math warpgroup: parts whose sums are written (zeroed
-                             // by the launch before the kernel)
 };
-
-// Split K: a tile's K is split in parts, and each (tile, part) is a work unit of the persistent
-// grid: unit u is part u / num_tiles of tile u % num_tiles, so that every part but the last comes
-// before every last part. Each part but the last writes its accumulator (fp32, after the scales'
-// promotion) to the workspace and counts itself done; the tile's last part waits for the others,
-// adds their sums into its accumulator and stores the tile as usual. Only last parts ever wait,
-// and only for units of lower index, which a CTA reaches before any unit it would wait in: no
-// CTA waits for one that is itself waiting, as long as every CTA of the grid is resident (one per
-// SM, kCtasPerSm at most, as launched).
-struct Unit {
-  int tile, part, k_block0, k_blocks;
-};
-template <class Cfg>
-__device__ __forceinline__ Unit unit_of(const Params& p, int u, int num_k_blocks) {
-  if constexpr (Cfg::kSplitK == 1) {
-    return {u, 0, 0, num_k_blocks};
-  } else {
-    const int part = u / p.num_tiles;
-    const int first = part * p.split_k_blocks;
-    return {u - part * p.num_tiles, part, first, min(p.split_k_blocks, num_k_blocks - first)};
-  }
-}
-template <class Cfg>
-__device__ __forceinline__ int num_units(const Params& p) {
-  if constexpr (Cfg::kSplitK == 1)
-    return p.num_tiles;
-  else
-    return p.num_units;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Small device helpers.
@@ -401,65 +361,14 @@ __device__ __forceinline__ void store_swapped(const float* acc, uint8_t* smem, i
   }
 }
 
-// Split K (Params): one math warpgroup's accumulator (acc, kVals values per thread) of one unit,
-// after its k blocks. A part but the last writes acc to the workspace and returns false (nothing
-// to store); the last part waits until the tile's other parts have written theirs, adds them
-// into acc and returns true. The sums go out as float4, thread-major per 4 values (coalesced, in
-// the accumulator's own register layout: the part that reads them back has the same layout).
-// Ordering: every thread's stores, then the warpgroup's barrier, then one thread's release
-// (fence.acq_rel + add); the waiting side's one thread acquires, then its warpgroup's barrier,
-// then every thread's loads (at L2: ld.global.cg, nothing of a stale L1 line).
-template <class Cfg>
-__device__ __forceinline__ bool join_parts(const Params& p, float* acc, const Unit& unit, int wg) {
-  constexpr int kVec = Cfg::kWaves * Cfg::kAccum / 4;  // float4 per thread
-  const int tid = threadIdx.x % 128;
-  const int slot = unit.tile * Cfg::kMathWgs + wg;  // this warpgroup's half of the tile
-  unsigned int* done = p.split_done + slot;
-  auto sums = [&](int part) {
-    const int64_t first = (int64_t{part} * p.num_tiles * Cfg::kMathWgs + slot) * kVec * 128;
-    return reinterpret_cast<float4*>(p.partial) + first + tid;
-  };
-  if (unit.part + 1 < p.splits) {
-    float4* out = sums(unit.part);
-#pragma unroll
-    for (int q = 0; q < kVec; ++q)
-      __stcg(out + q * 128, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
-    warpgroup_barrier(wg);
-    if (tid == 0)
-      asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(done)
-                   : "memory");
-    return false;
-  }
-  if (p.splits == 1) return true;
-  if (tid == 0) {
-    unsigned int seen = 0;
-    do {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(done) : "memory");
-    } while (seen + 1 < static_cast<unsigned int>(p.splits));
-  }
-  warpgroup_barrier(wg);
-  for (int part = 0; part + 1 < p.splits; ++part) {
-    const float4* in = sums(part);
-#pragma unroll
-    for (int q = 0; q < kVec; ++q) {
-      const float4 v = __ldcg(in + q * 128);
-      acc[4 * q] += v.x;
-      acc[4 * q + 1] += v.y;
-      acc[4 * q + 2] += v.z;
-      acc[4 * q + 3] += v.w;
-    }
-  }
-  return true;
-}
-
 // ---------------------------------------------------------------------------------------------
 // One math warpgroup's work on one tile. kSplit: the tile's first kSplit columns take the k
 // block's first b scale, the rest its second (kSplit >= BN: one scale block). It is a template
 // argument so that choosing a column's scale in the promotion costs nothing.
 template <class Cfg, int kSplit>
-__device__ __forceinline__ void math_tile(const Params& p, const Unit& unit, uint8_t* smem,
-                                          int m_blk, int n_blk, int wg, int& stage,
-                                          uint32_t& phase, int d_buf, const CUtensorMap* tmap_d) {
+__device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_blk, int n_blk,
+                                          int wg, int& stage, uint32_t& phase, int d_buf,
+                                          const CUtensorMap* tmap_d) {
   using Op = WgmmaOp<Cfg::kWaveN>;
   constexpr int BN = Cfg::kBlockN;
   constexpr int kAcc = Cfg::kAccum;
@@ -474,7 +383,7 @@ __device__ __forceinline__ void math_tile(const Params& p, const Unit& unit, uin
       __shfl_sync(0xffffffffu, cute::cast_smem_ptr_to_uint(smem + Cfg::kOffBar), 0);
   const uint32_t scales0 =
       __shfl_sync(0xffffffffu, cute::cast_smem_ptr_to_uint(smem + Cfg::kOffScales), 0);
-  const int num_k_blocks = unit.k_blocks;
+  const int num_k_blocks = p.k / kBlockK;
 
   float acc[kWaves * kAcc];  // wave w's values at w * kAcc
 #pragma unroll
@@ -645,9 +554,6 @@ __device__ __forceinline__ void math_tile(const Params& p, const Unit& unit, uin
   }
 
   if (threadIdx.x == 128) FP8GEMM_OWN_STAMP(4);
-  if constexpr (Cfg::kSplitK > 1) {
-    if (!join_parts<Cfg>(p, acc, unit, wg)) return;
-  }
   // Epilogue: bf16 into this warpgroup's swizzled buffer d_buf, then TMA stores. The buffer is
   // free once the stores that last read it (kDBufs tiles ago, or this tile's previous part) are
   // done. stmatrix writes four 8 x 8 bf16 matrices per instruction: a thread's values
@@ -704,21 +610,21 @@ __device__ __forceinline__ void math_tile(const Params& p, const Unit& unit, uin
 // Runtime -> compile-time b-scale split column (128 - n0 % 128, a multiple of gcd(BN, 128)).
 template <class Cfg, int kSplit>
 __device__ __forceinline__ void math_tile_dispatch(int scale_split, const Params& p,
-                                                   const Unit& unit, uint8_t* smem, int m_blk,
-                                                   int n_blk, int wg, int& stage, uint32_t& phase,
-                                                   int d_buf, const CUtensorMap* tmap_d) {
+                                                   uint8_t* smem, int m_blk, int n_blk, int wg,
+                                                   int& stage, uint32_t& phase, int d_buf,
+                                                   const CUtensorMap* tmap_d) {
   constexpr int kGcd = Cfg::kBlockN % 128 == 0 ? 128
                        : Cfg::kBlockN % 64 == 0 ? 64
                        : Cfg::kBlockN % 32 == 0 ? 32
                                                  : 16;
   if constexpr (kSplit > kGcd) {
     if (scale_split != kSplit) {
-      math_tile_dispatch<Cfg, kSplit - kGcd>(scale_split, p, unit, smem, m_blk, n_blk, wg, stage,
-                                             phase, d_buf, tmap_d);
+      math_tile_dispatch<Cfg, kSplit - kGcd>(scale_split, p, smem, m_blk, n_blk, wg, stage, phase,
+                                             d_buf, tmap_d);
       return;
     }
   }
-  math_tile<Cfg, kSplit>(p, unit, smem, m_blk, n_blk, wg, stage, phase, d_buf, tmap_d);
+  math_tile<Cfg, kSplit>(p, smem, m_blk, n_blk, wg, stage, phase, d_buf, tmap_d);
 }
 
 template <class Cfg>
@@ -766,7 +672,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   const int num_k_blocks = p.k / kBlockK;
-  const int units = num_units<Cfg>(p);
   int stage = 0;
   uint32_t phase = 0;
 
@@ -784,15 +689,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
       // Warp 0: the TMA loads of A, Bt and a_scale, nothing else (no load of its own to wait for).
       constexpr uint32_t kStageBytes =
           Cfg::kSmemA + Cfg::kSmemB + Cfg::kScaleSlots * 4;  // out-of-bounds parts count too
-      for (int u = blockIdx.x; u < units; u += gridDim.x) {
-        const Unit unit = unit_of<Cfg>(p, u, num_k_blocks);
+      for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
         int m_blk, n_blk;
-        tile_coords(p, unit.tile, m_blk, n_blk);
+        tile_coords(p, tile, m_blk, n_blk);
         const int m0 = m_blk * Cfg::kBlockM, n0 = n_blk * Cfg::kBlockN;
         // The lambda's stage and phase are the ring position for_each_k_block passes in.
-        for_each_k_block<Cfg::kStages, Cfg::kTurns>(unit.k_blocks, stage, phase,
-                                                    [&](int stage, uint32_t phase, int k_in) {
-          const int kb = unit.k_block0 + k_in;
+        for_each_k_block<Cfg::kStages, Cfg::kTurns>(num_k_blocks, stage, phase,
+                                                    [&](int stage, uint32_t phase, int kb) {
           empty[stage].wait(phase ^ 1);
           full[stage].arrive_and_expect_tx(kStageBytes);
           uint64_t* bar = reinterpret_cast<uint64_t*>(&full[stage]);
@@ -815,23 +718,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
       // of the producer warpgroup's 40 registers (RESULTS.md run 14), and it is off the critical
       // path.
       const int lane = threadIdx.x % 32;
-      for (int u = blockIdx.x; u < units; u += gridDim.x) {
-        const Unit unit = unit_of<Cfg>(p, u, num_k_blocks);
+      for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
         int m_blk, n_blk;
-        tile_coords(p, unit.tile, m_blk, n_blk);
+        tile_coords(p, tile, m_blk, n_blk);
         // Swapped, the tile's rows are b's columns, all in one scale block.
         const int s0 = Cfg::kSwapAB ? m_blk * Cfg::kBlockM / kScaleBlockN
                                     : n_blk * Cfg::kBlockN / kScaleBlockN;
         const int s1 = min(s0 + 1, p.num_n_scales - 1);
-        for (int kb0 = 0; kb0 < unit.k_blocks; kb0 += 32) {
+        for (int kb0 = 0; kb0 < num_k_blocks; kb0 += 32) {
           float mine_lo = 0.f, mine_hi = 0.f;
-          if (kb0 + lane < unit.k_blocks) {
-            const float* row =
-                p.b_scale + static_cast<int64_t>(unit.k_block0 + kb0 + lane) * p.num_n_scales;
+          if (kb0 + lane < num_k_blocks) {
+            const float* row = p.b_scale + static_cast<int64_t>(kb0 + lane) * p.num_n_scales;
             mine_lo = __ldg(row + s0);
             mine_hi = __ldg(row + s1);
           }
-          const int count = min(32, unit.k_blocks - kb0);
+          const int count = min(32, num_k_blocks - kb0);
           for (int i = 0; i < count; ++i) {
             const float lo = __shfl_sync(0xffffffffu, mine_lo, i);
             const float hi = __shfl_sync(0xffffffffu, mine_hi, i);
@@ -852,17 +753,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
     if constexpr (kReconfigure) cutlass::arch::warpgroup_reg_alloc<Cfg::kMathRegs>();
     const int math_wg = wg - 1;
     int d_buf = 0;
-    for (int u = blockIdx.x; u < units; u += gridDim.x) {
-      const Unit unit = unit_of<Cfg>(p, u, num_k_blocks);
+    for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
       int m_blk, n_blk;
-      tile_coords(p, unit.tile, m_blk, n_blk);
+      tile_coords(p, tile, m_blk, n_blk);
       if constexpr (Cfg::kSwapAB) {
-        math_tile<Cfg, kScaleBlockN>(p, unit, smem, m_blk, n_blk, math_wg, stage, phase, d_buf,
-                                     &tmap_d);
+        math_tile<Cfg, kScaleBlockN>(p, smem, m_blk, n_blk, math_wg, stage, phase, d_buf, &tmap_d);
       } else {
         const int scale_split = kScaleBlockN - (n_blk * Cfg::kBlockN) % kScaleBlockN;
-        math_tile_dispatch<Cfg, kScaleBlockN>(scale_split, p, unit, smem, m_blk, n_blk, math_wg,
-                                              stage, phase, d_buf, &tmap_d);
+        math_tile_dispatch<Cfg, kScaleBlockN>(scale_split, p, smem, m_blk, n_blk, math_wg, stage,
+                                              phase, d_buf, &tmap_d);
       }
       d_buf = d_buf + 1 == Cfg::kDBufs ? 0 : d_buf + 1;
     }

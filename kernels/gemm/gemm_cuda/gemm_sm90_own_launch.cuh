@@ -47,48 +47,11 @@ inline cudaError_t encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, con
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// The tiles of a problem and, for split K (Cfg::kSplitK > 1), its parts: K's blocks in as many
-// parts of ceil(blocks / kSplitK) as that takes (fewer than kSplitK where K is short). Its
-// workspace: the done counters (one per tile and math warpgroup), then the fp32 sums of every
-// part but the last, per tile (kBlockM x kBlockN values).
-template <class Cfg>
-struct Plan {
-  int num_m_blocks = 0, num_n_blocks = 0, num_tiles = 0;
-  int splits = 1, split_k_blocks = 0;
-  size_t done_bytes = 0, workspace_bytes = 0;
-  bool ok = false;
-
-  explicit Plan(const Problem& p) {
-    const int64_t rows = Cfg::kSwapAB ? p.n : p.m, cols = Cfg::kSwapAB ? p.m : p.n;
-    const int64_t m_blocks = (rows + Cfg::kBlockM - 1) / Cfg::kBlockM;
-    const int64_t n_blocks = (cols + Cfg::kBlockN - 1) / Cfg::kBlockN;
-    const int64_t tiles = m_blocks * n_blocks;
-    const int64_t k_blocks = p.k / kBlockK;
-    if (rows < 1 || cols < 1 || k_blocks < 1 || tiles * Cfg::kSplitK > INT32_MAX) return;
-    num_m_blocks = static_cast<int>(m_blocks);
-    num_n_blocks = static_cast<int>(n_blocks);
-    num_tiles = static_cast<int>(tiles);
-    split_k_blocks = static_cast<int>((k_blocks + Cfg::kSplitK - 1) / Cfg::kSplitK);
-    splits = static_cast<int>((k_blocks + split_k_blocks - 1) / split_k_blocks);
-    if (splits > 1) {
-      done_bytes = (size_t(tiles) * Cfg::kMathWgs * sizeof(unsigned int) + 255) / 256 * 256;
-      workspace_bytes = done_bytes + size_t(splits - 1) * size_t(tiles) * Cfg::kBlockM *
-                                         Cfg::kBlockN * sizeof(float);
-    }
-    ok = true;
-  }
-};
-
-template <class Cfg>
-size_t workspace_bytes(const Problem& p) {
-  return Plan<Cfg>(p).workspace_bytes;
-}
-
 // pdl: launch with programmatic stream serialization, so that the kernel's set-up overlaps the
 // end of the previous kernel in the stream (the kernel waits for that kernel's completion before
 // it touches global memory: griddepcontrol in gemm_kernel).
 template <class Cfg>
-cudaError_t run(const Problem& p, void* workspace, cudaStream_t stream, bool pdl) {
+cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
   constexpr CUtensorMapSwizzle kStoreSwizzle = Cfg::kStoreSwizzleBytes == 128
                                                    ? CU_TENSOR_MAP_SWIZZLE_128B
                                                : Cfg::kStoreSwizzleBytes == 64
@@ -117,34 +80,25 @@ cudaError_t run(const Problem& p, void* workspace, cudaStream_t stream, bool pdl
           cudaSuccess)
     return err;
 
-  const Plan<Cfg> plan(p);
-  if (!plan.ok || (plan.splits > 1 && workspace == nullptr)) return cudaErrorInvalidValue;
   Params params{};
   params.m = p.m;
   params.n = p.n;
   params.k = p.k;
   params.b_scale = p.b_scale;
   params.num_n_scales = p.n / kScaleBlockN;
-  params.num_m_blocks = plan.num_m_blocks;
-  params.num_n_blocks = plan.num_n_blocks;
-  params.num_tiles = plan.num_tiles;
-  params.splits = plan.splits;
-  params.split_k_blocks = plan.split_k_blocks;
-  params.num_units = plan.num_tiles * plan.splits;
-  if (plan.splits > 1) {
-    params.split_done = static_cast<unsigned int*>(workspace);
-    params.partial = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + plan.done_bytes);
-    // The done counters start at zero on every call (captured into a CUDA graph as a memset).
-    if ((err = cudaMemsetAsync(workspace, 0, plan.done_bytes, stream)) != cudaSuccess) return err;
-  }
+  params.num_m_blocks = static_cast<int>((rows + Cfg::kBlockM - 1) / Cfg::kBlockM);
+  params.num_n_blocks = static_cast<int>((cols + Cfg::kBlockN - 1) / Cfg::kBlockN);
+  const int64_t tiles = int64_t{params.num_m_blocks} * params.num_n_blocks;
+  if (tiles > INT32_MAX) return cudaErrorInvalidValue;
+  params.num_tiles = static_cast<int>(tiles);
 
   static std::atomic<uint64_t> opted_in{0};
   if ((err = fp8gemm::opt_in_shared_memory(reinterpret_cast<const void*>(gemm_kernel<Cfg>),
                                            Cfg::kSmemBytes, p.device, opted_in)) != cudaSuccess)
     return err;
-  // Persistent: kCtasPerSm CTAs per SM (their shared memory allows no more), or one per unit.
+  // Persistent: kCtasPerSm CTAs per SM (their shared memory allows no more), or one per tile.
   const int64_t slots = int64_t{p.sm_count} * Cfg::kCtasPerSm;
-  const int grid = static_cast<int>(params.num_units < slots ? params.num_units : slots);
+  const int grid = static_cast<int>(params.num_tiles < slots ? params.num_tiles : slots);
   cudaLaunchAttribute serialization{};
   serialization.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   serialization.val.programmaticStreamSerializationAllowed = 1;
@@ -161,14 +115,12 @@ cudaError_t run(const Problem& p, void* workspace, cudaStream_t stream, bool pdl
 }  // namespace fp8gemm::sm90_own_launch
 
 // Defines configuration NAME of gemm_sm90_configs.h as our own kernel with
-// TileConfig<__VA_ARGS__> (a workspace for split K only), launched with programmatic dependent
-// launch if PDL, as GEMM_SM90_DEFINE_CONFIG (gemm_sm90_kernel.cuh) does for CUTLASS's.
-#define GEMM_SM90_DEFINE_OWN_CONFIG(NAME, PDL, ...)                                          \
-  namespace fp8gemm::sm90 {                                                                  \
-  size_t workspace_bytes_##NAME(const Problem& p) {                                          \
-    return sm90_own_launch::workspace_bytes<sm90_own::TileConfig<__VA_ARGS__>>(p);           \
-  }                                                                                          \
-  cudaError_t run_##NAME(const Problem& p, void* workspace, cudaStream_t stream) {           \
-    return sm90_own_launch::run<sm90_own::TileConfig<__VA_ARGS__>>(p, workspace, stream, PDL); \
-  }                                                                                          \
+// TileConfig<__VA_ARGS__> (it needs no workspace), launched with programmatic dependent launch if
+// PDL, as GEMM_SM90_DEFINE_CONFIG (gemm_sm90_kernel.cuh) does for CUTLASS's.
+#define GEMM_SM90_DEFINE_OWN_CONFIG(NAME, PDL, ...)                                     \
+  namespace fp8gemm::sm90 {                                                             \
+  size_t workspace_bytes_##NAME(const Problem&) { return 0; }                           \
+  cudaError_t run_##NAME(const Problem& p, void*, cudaStream_t stream) {                \
+    return sm90_own_launch::run<sm90_own::TileConfig<__VA_ARGS__>>(p, stream, PDL);     \
+  }                                                                                     \
   }
