@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import os
 import re
 import shutil
 import subprocess
@@ -234,50 +233,17 @@ def test_phase_stamps_build_on_the_kernel_and_stay_out_of_the_extension(tmp_path
 
 
 def host_table(tmp_path: Path) -> Callable[[list[tuple[int, int, int]]], list[str]]:
-    """gemm_sm90.cu's dispatch table compiled for the host, with stand-ins for the kernels (no
-    device: the H100's 132 SMs): a function from shapes to the configurations it chooses."""
-    gemm_cuda = GEMM / "gemm_cuda"
-    (tmp_path / "stubs.cu").write_text(
-        '#include "gemm_sm90_configs.h"\n'
-        "namespace fp8gemm::sm90 {\n"
-        "#define STUB(NAME)                                                       \\\n"
-        "  size_t workspace_bytes_##NAME(const Problem&) { return 0; }            \\\n"
-        "  cudaError_t run_##NAME(const Problem&, void*, cudaStream_t) { return cudaSuccess; }\n"
-        "GEMM_SM90_CONFIGS(STUB)\n"
-        "}\n"
+    """gemm_sm90.cu's dispatch table compiled for the host with stand-ins for the kernels
+    (benchmarks/host_table.py; no device: the H100's 132 SMs): a function from shapes to the
+    configurations it chooses."""
+    spec = importlib.util.spec_from_file_location(
+        "host_table", REPO / "benchmarks" / "host_table.py"
     )
-    (tmp_path / "ask.cu").write_text(
-        "#include <cstdio>\n"
-        '#include "gemm_sm90.h"\n'
-        "int main() {\n"
-        "  long m, n, k;\n"
-        '  while (std::scanf("%ld %ld %ld", &m, &n, &k) == 3) {\n'
-        "    Sm90Order order;\n"
-        '    std::printf("%s\\n", gemm_sm90_config_name(gemm_sm90_choose(m, n, k, &order)));\n'
-        "  }\n"
-        "}\n"
-    )
-    built = subprocess.run(
-        [NVCC, "-std=c++17", f"-I{gemm_cuda}", f"-I{GEMM}", str(tmp_path / "stubs.cu"),
-         str(tmp_path / "ask.cu"), str(gemm_cuda / "gemm_sm90.cu"), "-o", str(tmp_path / "ask")],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert built.returncode == 0, built.stderr[-3000:]
-
-    def ask(shapes: list[tuple[int, int, int]]) -> list[str]:
-        asked = subprocess.run(
-            [str(tmp_path / "ask")],
-            input="".join(f"{m} {n} {k}\n" for m, n, k in shapes),
-            capture_output=True,
-            text=True,
-            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
-        )
-        assert asked.returncode == 0, asked.stderr
-        chosen = asked.stdout.split()
-        assert len(chosen) == len(shapes), asked.stdout
-        return chosen
-
-    return ask
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    program = tool.build(GEMM / "gemm_cuda", tmp_path)
+    return lambda shapes: tool.ask(program, shapes)
 
 
 @requires_nvcc
