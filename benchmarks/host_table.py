@@ -17,6 +17,7 @@ and cuBLAS ran at 4 of 24 shapes).
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import random
 import shutil
@@ -105,9 +106,7 @@ def checkout(rev: str, into: Path) -> Path:
     )
     if archive.returncode != 0:
         raise RuntimeError(f"git archive {rev}: {archive.stderr.decode(errors='replace').strip()}")
-    archive_path = into / "base.tar"
-    archive_path.write_bytes(archive.stdout)
-    with tarfile.open(archive_path) as tar:
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(into, filter="data")
     return into / GEMM_CUDA
 
