@@ -303,6 +303,28 @@ def test_sm90_table_takes_128_wide_tiles_for_many_waves_of_no_more_columns(tmp_p
 
 
 @requires_nvcc
+def test_sm90_table_takes_64x128_over_128x64_and_128x112_only_past_n_2048(tmp_path: Path) -> None:
+    """Where 128 x 64 and 64 x 128 tiles cost the same, 64 x 128 was ahead at all 24 random shapes
+    measured (+18 %, RESULTS.md 27a), and at 96 < M <= 256 from K = 1664 it no longer hands the
+    choice on to the short-K rules (+6 %, 27b). At N <= 2048 our 128 x 128 in place of 128 x 112
+    (+7 % and +2 %, 27a and 27b; with programmatic dependent launch below K = 2048); past N = 2048
+    the 112-wide tiles stay, as level there (27a)."""
+    expected = {
+        (424, 2048, 7168): "own_64x128",
+        (316, 2688, 7168): "own_64x128",
+        (80, 7296, 5632): "own_64x128",
+        (217, 3584, 1664): "own_64x128",
+        (3068, 1152, 6144): "own_128x128_pipe",
+        (904, 1664, 7680): "own_128x128_pipe",
+        (3252, 1024, 6144): "own_128x128_pipe",
+        (1608, 1024, 1152): "own_128x128_pipe_pdl",
+        (852, 3584, 6144): "own_128x112_pipe",
+        (476, 3200, 6144): "own_128x112_pipe",
+    }
+    assert host_table(tmp_path)(list(expected)) == list(expected.values())
+
+
+@requires_nvcc
 def test_sm90_table_swaps_a_and_b_where_the_unswapped_rows_stay_empty(tmp_path: Path) -> None:
     """Swapped tiles (M the tile's wide side, the output stored transposed) where the unswapped
     choice's last row block is largely empty: +14 % and +15 % (geometric mean) over the unswapped

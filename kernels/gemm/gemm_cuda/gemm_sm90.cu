@@ -293,13 +293,32 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // 2800), and the time goes as waves x that; the tile of least cost wins, on a tie the earlier in
   // the list (128 rows first: two math warpgroups). The L2 term is the cost DeepGEMM's heuristic
   // minimises. Candidates: our 128 x 96, 128 x 112 and 128 x 128 tiles (pipelined), our
-  // 128 x 160, 128 x 192, 128 x 256 and 128 x 64, and the 64-row ones (one math warpgroup);
-  // 128 x 32 never costs less than 64 x 64. Our 128 x 128 took the place of CUTLASS's in run 21,
-  // with programmatic dependent launch where M is one row block (M <= 128): 340 vs 316 at
-  // 80 x 16384 x 2048, 463 vs 435 at 96 x 16384 x 4096, 663 vs 630 at 128 x 16384 x 7168, 1208 vs
-  // 1170 at 1024 x 2048 x 7168, 1282 vs 1229 at 1024 x 4096 x 7168; level at 256 x 16384 (992 vs
-  // 985 at K = 4096, 1037 vs 1042 at 7168) (RESULTS.md 21c, 21e). Since run 22 also with it where
-  // its tiles make one wave of full row blocks (M a multiple of 128) to K = 3072, against the
+  // 128 x 160, 128 x 192 and 128 x 256, and the 64-row ones (one math warpgroup); 128 x 32 never
+  // costs less than 64 x 64.
+  // Nor does our 128 x 64 ever cost less than 64 x 128: the same cost per tile, and never more
+  // 64-row tiles than 128-row ones (fewer where the last 128-row block is at most half full).
+  // Until run 27 it came first on their ties; 64 x 128 instead (one math warpgroup with twice the
+  // columns per wgmma), measured at 24 random shapes whose choice that changed (127 of 40 000
+  // drawn; RESULTS.md 27a, graph replays, TFLOP/s): +18 % (geometric mean), ahead at all 24, from
+  // +1 % to +70 % (834 vs 491 at 424 x 2048 x 7168, 798 vs 501 at 316 x 2688 x 7168, 355 vs 297 at
+  // 80 x 7296 x 5632); behind cuBLAS at none of them, not 6. At 96 < M <= 256 from K = 1664 to
+  // 1920, where the 128-row choice went on to the rules below (mostly our 128 x 96 short-K
+  // tiles), it takes 64 x 128 now: +6 % at 8 random such shapes (27b), 256 vs 230 at
+  // 217 x 3584 x 1664, 2 % behind at two.
+  // Our 128 x 112 not where N <= 2048: in one wave of each, a 128 x 112 tile took 7-12 % longer
+  // than a 128 x 128 one, with an eighth less math (ncu, 27b: 26.8 vs 25.0 us at
+  // 1096 x 1536 x 6144, 21.2 vs 18.9 us at 1024 x 1792 x 4096; not understood: the b-scale split
+  // of the promotion is a template argument), so the cost above flatters it. Where the table took
+  // it at N <= 2048, our 128 x 128 (here or in the fallback below) was +7 % at 16 random shapes
+  // (27a; +16 % at 3068 x 1152 x 6144, 1074 vs 929), +2 % at 25 more out of sample (27b, from
+  // -7 % to +17 %; behind cuBLAS at none, not 4), and with programmatic dependent launch at
+  // K < 2048, +2 % at 12 (27b). At N > 2048, -1 % (8 shapes of 27a): kept there.
+  // Our 128 x 128 took the place of CUTLASS's in run 21, with programmatic dependent launch where
+  // M is one row block (M <= 128): 340 vs 316 at 80 x 16384 x 2048, 463 vs 435 at
+  // 96 x 16384 x 4096, 663 vs 630 at 128 x 16384 x 7168, 1208 vs 1170 at 1024 x 2048 x 7168,
+  // 1282 vs 1229 at 1024 x 4096 x 7168; level at 256 x 16384 (992 vs 985 at K = 4096, 1037 vs
+  // 1042 at 7168) (RESULTS.md 21c, 21e). Since run 22 also with it where its tiles make one
+  // wave of full row blocks (M a multiple of 128) to K = 3072, against the
   // same tiles without (22c, 22d): +4 % (geometric mean) at the 24 shapes measured, 0 to +7 %
   // (724 vs 692 at 256 x 8192 x 2048, 818 vs 775 at 384 x 5632 x 2048, 873 vs 814 at
   // 1024 x 2048 x 2048, 1006 vs 966 at K = 3072); at K = 4096 -1 % to +3 %, not taken. At
@@ -387,7 +406,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
                                {128, 128, "own_128x128_pipe", true, nullptr,
                                 "own_128x128_pipe_pdl"},
                                {128, 160, "own_128x160"}, {128, 192, "own_128x192"},
-                               {128, 256, "own_128x256"}, {128, 64, "own_128x64"},
+                               {128, 256, "own_128x256"},
                                {64, 16, "own_64x16", true, "own_64x16_pdl"},
                                {64, 32, "own_64x32", true, "own_64x32_pdl"},
                                {64, 48, "own_64x48", true, "own_64x48_pdl"},
@@ -398,7 +417,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
     int64_t best_cost = 0;
     for (const Tile& t : kTiles) {
       if ((rows64_only && t.rows > 64) || (half_empty_block && !t.half_empty_block_too) ||
-          (sparse_last_block && t.rows == 128 && t.cols == 96))
+          (sparse_last_block && t.rows == 128 && t.cols == 96) || (n <= 2048 && t.cols == 112))
         continue;
       const int64_t per_tile = std::max<int64_t>(64 * (t.rows + t.cols), t.rows * t.cols);
       const int64_t cost = waves(count(t.cols, t.rows)) * per_tile;
@@ -474,7 +493,8 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // - Otherwise the 128-row tiles whose waves hold the fewest columns (a wave of any of them
   //   takes about as long per column): our 128 x 128 (1024 x 2048: 128 tiles, where 96s and 192s
   //   are two-thirds full), our 128 x 112 (in up to three waves) or our 128 x 160, on a tie the
-  //   earlier, all pipelined. Against CUTLASS's 128 x 128, the table's choice at all of these
+  //   earlier, all pipelined (128 x 112 only at N > 2048: see the few-tiles rule). Against
+  //   CUTLASS's 128 x 128, the table's choice at all of these
   //   through run 17 (RESULTS.md 18b, 18d): 128 x 160 963 vs 774 at 640 x 7168 x 2048, 1110 vs
   //   894 at K = 7168, 1135 vs 1025 at 1024 x 7168 x 7168 (3 waves against 4), 1060 vs 913 at
   //   1536 x 4608 x 2048, 1204 vs 1019 at 1024 x 5120 x 4096; 128 x 112 1180 vs 1050 at
@@ -502,7 +522,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   const bool short_k = k < 2048;
   const char* pick = short_k ? "own_128x128_pipe_pdl" : "own_128x128_pipe";
   int64_t least = wave_columns(128);
-  if (waves(tiles112) <= 3 && wave_columns(112) < least) {
+  if (n > 2048 && waves(tiles112) <= 3 && wave_columns(112) < least) {
     pick = short_k ? "own_128x112_pipe_pdl" : "own_128x112_pipe";
     least = wave_columns(112);
   }

@@ -2,9 +2,10 @@
 // K, where 96-wide tiles are too few to occupy the SMs (128 x 4096: 43 tiles of 96 columns, 128 of
 // 32). 8 pipeline stages; the k-block loops are not unrolled by turns, which spilled 148 bytes
 // from the producer's 40 registers with 8 stages. 128 x 64's are pipelined (kPipe): 0-14 % ahead
-// at 16 shapes, never more than 2 % behind (RESULTS.md run 17b). The table's few-tiles rule takes 128 x 64 where
-// it ties with 64 x 128; 128 x 32 was its choice in run 15 and is now built for comparison only:
-// 64 x 64 tiles are never more and load fewer bytes (RESULTS.md run 16).
+// at 16 shapes, never more than 2 % behind (RESULTS.md run 17b). The table's few-tiles rule took
+// 128 x 64 where it tied with 64 x 128 until run 27, which measured 64 x 128 ahead at all 24 such
+// shapes (+18 %): both are now built for comparison only, 128 x 32 since run 16 (64 x 64 tiles are
+// never more and load fewer bytes).
 // own_128x64_x2: two CTAs per SM (each with half the SM's shared memory, 3 stages of the ring; 80
 // registers per thread at launch, 96 for the math warpgroups through setmaxnreg, enough for a
 // 64 x 64 accumulator and one wgmma result, not two: k blocks not pipelined), launched with
