@@ -19,6 +19,8 @@
 #              (benchmarks/kernel_times.py; $TIMES_SHAPES, $TIMES_CONFIGS to choose)
 #   stamps   = where a call of our 128 x 128 kernel spends its time, phase by phase
 #              (benchmarks/phase_stamps.cu, built here; $STAMPS_SHAPES: "M,N,K M,N,K ...")
+#   cfgncu   = ncu (throughputs, memory, warp stalls) of each configuration $NCU_CONFIGS names at
+#              the shapes $NCU_SHAPES (M,N,K;...), one call per shape, b column-major
 # Writes logs and tables under $OUT (at most 8 files come back from the device tool).
 # Run from the repository root; wheels missing there travel in $WHL_DIR (default .whl, not
 # committed):
@@ -180,6 +182,23 @@ if has ncu; then
     --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     python3 benchmarks/gemm_cuda.py --profile > "$OUT/ncu.log" 2>&1
   echo "ncu: exit $?"
+fi
+if has cfgncu; then
+  # The editable install's rebuild check runs on the first import after an install: not under ncu.
+  python3 -c "import gemm" || exit 1
+  for config in ${NCU_CONFIGS:-default}; do
+    echo "===== $config"
+    GEMM_SM90_CONFIG=$([ "$config" = default ] || echo "$config") timeout 150 ncu \
+      -k regex:gemm_kernel --section SpeedOfLight --section LaunchStats --section Occupancy \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --section SchedulerStats \
+      --metrics lts__t_sectors.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
+      python3 benchmarks/gemm_cuda.py --profile --column-major-only \
+      --shapes "${NCU_SHAPES:-904,1664,7680}" 2>&1
+    echo "ncu $config: exit $?"
+  done > "$OUT/cfgncu.log"
+  grep -E "^=====|^  gemm_kernel|Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|No Eligible|gmma_cycles|lts__t_sectors.sum|Registers Per|profiled" \
+    "$OUT/cfgncu.log" | cut -c1-150 | head -120
 fi
 if has race; then
   {
