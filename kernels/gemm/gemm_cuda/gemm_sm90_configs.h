@@ -70,9 +70,6 @@ struct Problem {
   X(own_64x64_x2)                   \
   X(own_64x96_x2)                   \
   X(own_128x112_pipe_pdl)           \
-  X(own_128x112_pipe_rs)            \
-  X(own_128x96_pipe_rs)             \
-  X(own_128x160_rs)                 \
   X(own_128x64_x2)                  \
   X(own_128x128_pipe)               \
   X(own_128x128_pipe_pdl)           \

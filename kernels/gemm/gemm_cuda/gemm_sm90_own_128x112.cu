@@ -15,6 +15,3 @@
 #define GEMM_SM90_OWN_128X112 112, 1, false, 112, 128, 8, true
 GEMM_SM90_DEFINE_OWN_CONFIG(own_128x112_pipe, false, GEMM_SM90_OWN_128X112)
 GEMM_SM90_DEFINE_OWN_CONFIG(own_128x112_pipe_pdl, true, GEMM_SM90_OWN_128X112)
-// The same tiles with the b-scale split column a run-time value (kRuntimeSplit): one copy of the
-// math loop instead of eight.
-GEMM_SM90_DEFINE_OWN_CONFIG(own_128x112_pipe_rs, false, GEMM_SM90_OWN_128X112, 1, 0, false, true)

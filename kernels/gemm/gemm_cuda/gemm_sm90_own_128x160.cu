@@ -7,6 +7,3 @@
 #include "gemm_sm90_own_launch.cuh"
 
 GEMM_SM90_DEFINE_OWN_CONFIG(own_128x160, false, 160, 1, true)
-// With the b-scale split column a run-time value (kRuntimeSplit): one math loop, not four.
-GEMM_SM90_DEFINE_OWN_CONFIG(own_128x160_rs, false, 160, 1, true, 160, 128, 8, false, 1, 0, false,
-                            true)

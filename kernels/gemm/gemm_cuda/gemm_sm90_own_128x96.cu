@@ -7,7 +7,4 @@
 
 GEMM_SM90_DEFINE_OWN_CONFIG(own_128x96, false, 96, 1, true)
 GEMM_SM90_DEFINE_OWN_CONFIG(own_128x96_pipe, false, 96, 1, false, 96, 128, 8, true)
-// With the b-scale split column a run-time value (kRuntimeSplit): one math loop, not four.
-GEMM_SM90_DEFINE_OWN_CONFIG(own_128x96_pipe_rs, false, 96, 1, false, 96, 128, 8, true, 1, 0, false,
-                            true)
 GEMM_SM90_DEFINE_OWN_CONFIG(own_128x96_shortk, true, 96, 1, false)

@@ -141,15 +141,10 @@ using WgmmaOp = typename WgmmaAtom<N>::type;
 // 23), though it gave them a stage too.
 // kSwapAB_: the tile's rows are columns of the output and its columns rows (swapped tiles, at the
 // top of this file).
-// kRuntimeSplit_: the column where a tile's b scale changes is a run-time value, one copy of the
-// math loop, where otherwise (math_tile_dispatch) each possible column has its own copy: eight for
-// 112-wide tiles, four for 96 and 160.
 template <int BN, int kDBufs_, bool kTurns_, int kWaveN_ = BN, int BM = 128, int kMaxStages = 8,
-          bool kPipe_ = false, int kCtasPerSm_ = 1, int kStoreBoxes_ = 0, bool kSwapAB_ = false,
-          bool kRuntimeSplit_ = false>
+          bool kPipe_ = false, int kCtasPerSm_ = 1, int kStoreBoxes_ = 0, bool kSwapAB_ = false>
 struct TileConfig {
   static constexpr bool kSwapAB = kSwapAB_;
-  static constexpr bool kRuntimeSplit = kRuntimeSplit_;
   static constexpr bool kPipe = kPipe_;
   static constexpr int kCtasPerSm = kCtasPerSm_;
   // Shared memory one CTA may use: the opt-in maximum alone on its SM, else an equal share of the
@@ -208,7 +203,6 @@ struct TileConfig {
                 "128-byte swizzled tiles must stay 1024-byte aligned");
   static_assert(!kSwapAB_ || (kWaveN_ == BN && kDBufs_ == 1 && kStoreBoxes_ == 0 && BN <= 256),
                 "swapped tiles: one wave, one whole-tile store buffer, a TMA box of BN rows");
-  static_assert(!kRuntimeSplit_ || !kSwapAB_, "swapped tiles have one b scale per tile");
 };
 
 struct Params {
@@ -370,12 +364,11 @@ __device__ __forceinline__ void store_swapped(const float* acc, uint8_t* smem, i
 // ---------------------------------------------------------------------------------------------
 // One math warpgroup's work on one tile. kSplit: the tile's first kSplit columns take the k
 // block's first b scale, the rest its second (kSplit >= BN: one scale block). It is a template
-// argument so that choosing a column's scale in the promotion costs nothing; 0: the run-time
-// `split` instead (Cfg::kRuntimeSplit).
+// argument so that choosing a column's scale in the promotion costs nothing.
 template <class Cfg, int kSplit>
 __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_blk, int n_blk,
                                           int wg, int& stage, uint32_t& phase, int d_buf,
-                                          const CUtensorMap* tmap_d, int split = kSplit) {
+                                          const CUtensorMap* tmap_d) {
   using Op = WgmmaOp<Cfg::kWaveN>;
   constexpr int BN = Cfg::kBlockN;
   constexpr int kAcc = Cfg::kAccum;
@@ -483,7 +476,7 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
     const float s01 = sc[0] * sc[3], s11 = sc[1] * sc[3];
 #pragma unroll
     for (int j = 0; j < kAcc / 4; ++j) {
-      const bool lo = w * Cfg::kWaveN + j * 8 < (kSplit == 0 ? split : kSplit);
+      const bool lo = w * Cfg::kWaveN + j * 8 < kSplit;
       float* out = acc + w * kAcc + 4 * j;
       out[0] += (lo ? s00 : s01) * t[4 * j + 0];
       out[1] += (lo ? s00 : s01) * t[4 * j + 1];
@@ -767,12 +760,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
         math_tile<Cfg, kScaleBlockN>(p, smem, m_blk, n_blk, math_wg, stage, phase, d_buf, &tmap_d);
       } else {
         const int scale_split = kScaleBlockN - (n_blk * Cfg::kBlockN) % kScaleBlockN;
-        if constexpr (Cfg::kRuntimeSplit)
-          math_tile<Cfg, 0>(p, smem, m_blk, n_blk, math_wg, stage, phase, d_buf, &tmap_d,
-                            scale_split);
-        else
-          math_tile_dispatch<Cfg, kScaleBlockN>(scale_split, p, smem, m_blk, n_blk, math_wg, stage,
-                                                phase, d_buf, &tmap_d);
+        math_tile_dispatch<Cfg, kScaleBlockN>(scale_split, p, smem, m_blk, n_blk, math_wg, stage,
+                                              phase, d_buf, &tmap_d);
       }
       d_buf = d_buf + 1 == Cfg::kDBufs ? 0 : d_buf + 1;
     }
