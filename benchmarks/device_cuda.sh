@@ -20,7 +20,8 @@
 #   stamps   = where a call of our 128 x 128 kernel spends its time, phase by phase
 #              (benchmarks/phase_stamps.cu, built here; $STAMPS_SHAPES: "M,N,K M,N,K ...")
 #   cfgncu   = ncu (throughputs, memory, warp stalls) of each configuration $NCU_CONFIGS names at
-#              the shapes $NCU_SHAPES (M,N,K;...), one call per shape, b column-major
+#              the shapes $NCU_SHAPES (M,N,K;...), one call per shape, b column-major; $NCU_METRICS:
+#              more metrics (comma-separated, regex: allowed)
 # Writes logs and tables under $OUT (at most 8 files come back from the device tool).
 # Run from the repository root; wheels missing there travel in $WHL_DIR (default .whl, not
 # committed):
@@ -191,13 +192,12 @@ if has cfgncu; then
     GEMM_SM90_CONFIG=$([ "$config" = default ] || echo "$config") timeout 150 ncu \
       -k regex:gemm_kernel --section SpeedOfLight --section LaunchStats --section Occupancy \
       --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
-      --section SchedulerStats \
-      --metrics lts__t_sectors.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
+      --section SchedulerStats --metrics "${NCU_METRICS:-lts__t_sectors.sum}" \
       python3 benchmarks/gemm_cuda.py --profile --column-major-only \
       --shapes "${NCU_SHAPES:-904,1664,7680}" 2>&1
     echo "ncu $config: exit $?"
   done > "$OUT/cfgncu.log"
-  grep -E "^=====|^  gemm_kernel|Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|No Eligible|gmma_cycles|lts__t_sectors.sum|Registers Per|profiled" \
+  grep -E "^=====|^  gemm_kernel|Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|No Eligible|lts__t_sectors.sum|issue_stalled|inst_executed|bank_conflicts|Registers Per|profiled" \
     "$OUT/cfgncu.log" | cut -c1-150 | head -120
 fi
 if has race; then

@@ -307,8 +307,9 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // 217 x 3584 x 1664, 2 % behind at two.
   // Our 128 x 112 not where N <= 2048: in one wave of each, a 128 x 112 tile took 7-12 % longer
   // than a 128 x 128 one, with an eighth less math (ncu, 27b: 26.8 vs 25.0 us at
-  // 1096 x 1536 x 6144, 21.2 vs 18.9 us at 1024 x 1792 x 4096; not understood: the b-scale split
-  // of the promotion is a template argument), so the cost above flatters it. Where the table took
+  // 1096 x 1536 x 6144, 21.2 vs 18.9 us at 1024 x 1792 x 4096; not understood: one copy of its
+  // math loop in place of eight, one per b-scale split column, was slower still, 27e), so the cost
+  // above flatters it. Where the table took
   // it at N <= 2048, our 128 x 128 (here or in the fallback below) was +7 % at 16 random shapes
   // (27a; +16 % at 3068 x 1152 x 6144, 1074 vs 929), +2 % at 25 more out of sample (27b, from
   // -7 % to +17 %; behind cuBLAS at none, not 4), and with programmatic dependent launch at
