@@ -309,11 +309,11 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // than a 128 x 128 one, with an eighth less math (ncu, 27b: 26.8 vs 25.0 us at
   // 1096 x 1536 x 6144, 21.2 vs 18.9 us at 1024 x 1792 x 4096; not understood: one copy of its
   // math loop in place of eight, one per b-scale split column, was slower still, 27e), so the cost
-  // above flatters it. Where the table took
-  // it at N <= 2048, our 128 x 128 (here or in the fallback below) was +7 % at 16 random shapes
-  // (27a; +16 % at 3068 x 1152 x 6144, 1074 vs 929), +2 % at 25 more out of sample (27b, from
-  // -7 % to +17 %; behind cuBLAS at none, not 4), and with programmatic dependent launch at
-  // K < 2048, +2 % at 12 (27b). At N > 2048, -1 % (8 shapes of 27a): kept there.
+  // above flatters it. Where the table took it at N <= 2048, our 128 x 128 (here or in the
+  // fallback below, both through wide_enough_for_112) was +7 % at 16 random shapes (27a; +16 % at
+  // 3068 x 1152 x 6144, 1074 vs 929), +2 % at 25 more out of sample (27b, from -7 % to +17 %;
+  // behind cuBLAS at none, not 4), and with programmatic dependent launch at K < 2048, +2 % at 12
+  // (27b). At N > 2048, -1 % (8 shapes of 27a): kept there.
   // Our 128 x 128 took the place of CUTLASS's in run 21, with programmatic dependent launch where
   // M is one row block (M <= 128): 340 vs 316 at 80 x 16384 x 2048, 463 vs 435 at
   // 96 x 16384 x 4096, 663 vs 630 at 128 x 16384 x 7168, 1208 vs 1170 at 1024 x 2048 x 7168,
@@ -387,6 +387,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // +8 % (geometric mean), from -7 % to +74 % (880 vs 507 at 392 x 21632 x 3584, 948 vs 636 at
   // 788 x 5120 x 3072; 776 vs 838 at 6080 x 1024 x 1536); behind cuBLAS at 4, not 14.
   const bool sparse_last_block = m % 128 != 0 && m % 128 <= 64;
+  const bool wide_enough_for_112 = n > 2048;  // our 128 x 112 tiles (the few-tiles rule says why)
   const bool few_tiles =
       m <= 64 || ((k >= 2048 || (m > 96 && m <= 256 && k > 1536)) && count(256) <= sms);
   if (few_tiles) {
@@ -418,7 +419,8 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
     int64_t best_cost = 0;
     for (const Tile& t : kTiles) {
       if ((rows64_only && t.rows > 64) || (half_empty_block && !t.half_empty_block_too) ||
-          (sparse_last_block && t.rows == 128 && t.cols == 96) || (n <= 2048 && t.cols == 112))
+          (sparse_last_block && t.rows == 128 && t.cols == 96) ||
+          (!wide_enough_for_112 && t.cols == 112))
         continue;
       const int64_t per_tile = std::max<int64_t>(64 * (t.rows + t.cols), t.rows * t.cols);
       const int64_t cost = waves(count(t.cols, t.rows)) * per_tile;
@@ -523,7 +525,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   const bool short_k = k < 2048;
   const char* pick = short_k ? "own_128x128_pipe_pdl" : "own_128x128_pipe";
   int64_t least = wave_columns(128);
-  if (n > 2048 && waves(tiles112) <= 3 && wave_columns(112) < least) {
+  if (wide_enough_for_112 && waves(tiles112) <= 3 && wave_columns(112) < least) {
     pick = short_k ? "own_128x112_pipe_pdl" : "own_128x112_pipe";
     least = wave_columns(112);
   }
