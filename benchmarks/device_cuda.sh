@@ -17,11 +17,14 @@
 #              summary of it when nsys is installed)
 #   times    = time per call against the kernels' own durations in graph replays
 #              (benchmarks/kernel_times.py; $TIMES_SHAPES, $TIMES_CONFIGS to choose)
+#   sustained= the SM clock and power draw while each configuration runs back to back
+#              (benchmarks/sustained.py; $SUSTAINED_SHAPES, $SUSTAINED_CONFIGS, $SUSTAINED_SECONDS)
 #   stamps   = where a call of our 128 x 128 kernel spends its time, phase by phase
 #              (benchmarks/phase_stamps.cu, built here; $STAMPS_SHAPES: "M,N,K M,N,K ...")
-#   cfgncu   = ncu (throughputs, memory, warp stalls) of each configuration $NCU_CONFIGS names at
-#              the shapes $NCU_SHAPES (M,N,K;...), one call per shape, b column-major; $NCU_METRICS:
-#              more metrics (comma-separated, regex: allowed)
+#   cfgncu   = ncu (throughputs, memory, warp stalls) of each configuration $NCU_CONFIGS names
+#              ("cuBLAS": its blockwise scaled_mm) at the shapes $NCU_SHAPES (M,N,K;...), one call
+#              per shape, b column-major; $NCU_METRICS: more metrics (comma-separated, regex:
+#              allowed)
 # Writes logs and tables under $OUT (at most 8 files come back from the device tool).
 # Run from the repository root; wheels missing there travel in $WHL_DIR (default .whl, not
 # committed):
@@ -139,6 +142,12 @@ if has times; then
     ${TIMES_CONFIGS:+--configs "$TIMES_CONFIGS"} > "$OUT/times.md" 2>&1
   echo "kernel times: exit $?"; cat "$OUT/times.md"
 fi
+if has sustained; then
+  timeout 400 python3 benchmarks/sustained.py ${SUSTAINED_SHAPES:+--shapes "$SUSTAINED_SHAPES"} \
+    ${SUSTAINED_SECONDS:+--seconds "$SUSTAINED_SECONDS"} \
+    ${SUSTAINED_CONFIGS:+--configs "$SUSTAINED_CONFIGS"} > "$OUT/sustained.md" 2>&1
+  echo "sustained: exit $?"; cat "$OUT/sustained.md"
+fi
 if has stamps; then
   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
     -I"$CUTLASS_INCLUDE" -Ikernels/gemm/gemm_cuda -o /tmp/phase_stamps \
@@ -189,15 +198,19 @@ if has cfgncu; then
   python3 -c "import gemm" || exit 1
   for config in ${NCU_CONFIGS:-default}; do
     echo "===== $config"
-    GEMM_SM90_CONFIG=$([ "$config" = default ] || echo "$config") timeout 150 ncu \
-      -k regex:gemm_kernel --section SpeedOfLight --section LaunchStats --section Occupancy \
-      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
-      --section SchedulerStats --metrics "${NCU_METRICS:-lts__t_sectors.sum}" \
-      python3 benchmarks/gemm_cuda.py --profile --column-major-only \
+    # "cuBLAS": its blockwise scaled_mm (nvjet kernels); CUTLASS's configurations: device_kernel.
+    calls=--profile
+    [ "$config" = cuBLAS ] && calls=--profile-cublas
+    GEMM_SM90_CONFIG=$([ "$config" = default ] || [ "$config" = cuBLAS ] || echo "$config") \
+      timeout 150 ncu -k regex:"gemm_kernel|device_kernel|nvjet" --section SpeedOfLight \
+      --section LaunchStats --section Occupancy --section ComputeWorkloadAnalysis \
+      --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+      --metrics "${NCU_METRICS:-lts__t_sectors.sum}" \
+      python3 benchmarks/gemm_cuda.py $calls --column-major-only \
       --shapes "${NCU_SHAPES:-904,1664,7680}" 2>&1
     echo "ncu $config: exit $?"
   done > "$OUT/cfgncu.log"
-  grep -E "^=====|^  gemm_kernel|Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|No Eligible|lts__t_sectors.sum|issue_stalled|inst_executed|bank_conflicts|Registers Per|profiled" \
+  grep -E "^=====|^  (gemm_kernel|device_kernel|nvjet)|Duration|Grid Size|Cluster Size|dram__bytes|hit_rate|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|No Eligible|lts__t_sectors.sum|issue_stalled|inst_executed|bank_conflicts|Registers Per|profiled" \
     "$OUT/cfgncu.log" | cut -c1-150 | head -120
 fi
 if has race; then

@@ -332,6 +332,10 @@ def main() -> None:
         help="with --profile: leave out the row-major call (and its transpose kernel)",
     )
     parser.add_argument(
+        "--profile-cublas", action="store_true", help="only call cuBLAS's blockwise scaled_mm "
+        "once per shape, for ncu"
+    )  # fmt: skip
+    parser.add_argument(
         "--profile-pair", action="store_true", help="only call ours and DeepGEMM twice per "
         "shape, for ncu (profile the second call of each)"
     )  # fmt: skip
@@ -359,6 +363,12 @@ def main() -> None:
                 ours(x, row_major=True)()
             torch.cuda.synchronize()
             print(f"profiled {m} x {n} x {k}", flush=True)
+        return
+    if args.profile_cublas:
+        for m, n, k in shapes:
+            cublas(Inputs(m, n, k, seed=m + n + k), keep=False)()
+            torch.cuda.synchronize()
+            print(f"profiled cuBLAS at {m} x {n} x {k}", flush=True)
         return
     if args.profile_pair:
         # One warm-up call each (DeepGEMM compiles its kernel on first use), then the profiled

@@ -10,7 +10,10 @@
 // The configuration is own_128x128_pipe's (GEMM_SM90_OWN_128X128), built here with the stamps
 // compiled in (they take 1 KB of static shared memory, beside the ring); the extension's own
 // build has none (the hooks are empty there). -DPHASE_STAMPS_MAX_STAGES=n caps its ring;
-// PHASE_STAMPS_SETS=1 in the environment makes every call read the same operands.
+// PHASE_STAMPS_SETS=1 in the environment makes every call read the same operands;
+// PHASE_STAMPS_SCALE_ALIGN=n pads a_scale's rows (one per k block) to a multiple of n floats;
+// PHASE_STAMPS_ZERO_FROM=r writes zeros into a's rows from r on; PHASE_STAMPS_SHIFT=0, 1 or 2
+// places the last row block's tile as GEMM_SM90_SHIFT does (gemm_sm90.h's Sm90Order::shift).
 //
 // Per shape and launch it prints the time per call (CUDA events around the replays) and the
 // median over calls (the first two and the last left out) of:
@@ -19,7 +22,9 @@
 //                  the call before)
 //   handoff        the previous call's last exit to this call's first CTA past the wait
 //   entry spread   first to last entry of the call's CTAs; exit spread likewise
-// and, per CTA (median over CTAs, then over calls), the time from one phase to the next.
+// and, per CTA (median over CTAs, then over calls), the time from one phase to the next. Where
+// each CTA runs one tile (tiles <= SMs), also per row block of the tiles: its CTAs' phases and
+// when its last CTA exits (RESULTS.md 28: a nearly empty last row block slowed the whole call).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -32,6 +37,8 @@ constexpr int kPhases = 7;
 constexpr int kMaxSlots = 1 << 16;  // CTA launches recorded per measured replay
 
 __device__ unsigned long long g_stamps[kMaxSlots][kPhases];
+__device__ unsigned long long g_clocks[kMaxSlots][kPhases];  // the SM's clock64 beside each
+__device__ unsigned g_block[kMaxSlots];  // the CTA (blockIdx.x) of each slot
 __device__ unsigned g_next_slot;
 
 __device__ __forceinline__ unsigned long long global_ns() {
@@ -47,8 +54,15 @@ __device__ __forceinline__ unsigned long long global_ns() {
 __device__ __forceinline__ void stamp(int phase) {
   __shared__ unsigned slot;
   const unsigned long long now = global_ns();
-  if (phase == 0) slot = atomicAdd(&g_next_slot, 1u);
-  if (slot < kMaxSlots) g_stamps[slot][phase] = now;
+  const unsigned long long cycles = clock64();
+  if (phase == 0) {
+    slot = atomicAdd(&g_next_slot, 1u);
+    if (slot < kMaxSlots) g_block[slot] = blockIdx.x;
+  }
+  if (slot < kMaxSlots) {
+    g_stamps[slot][phase] = now;
+    g_clocks[slot][phase] = cycles;
+  }
 }
 #define FP8GEMM_OWN_STAMP(phase) stamp(phase)
 
@@ -70,6 +84,13 @@ int input_sets() {
   const char* text = std::getenv("PHASE_STAMPS_SETS");
   const int sets = text ? std::atoi(text) : 8;
   return sets >= 1 && sets <= 64 ? sets : 8;
+}
+
+// Where the last row block's tile goes (Sm90Order::shift): $PHASE_STAMPS_SHIFT, else 1, the
+// dispatch table's.
+int shift_setting() {
+  const char* text = std::getenv("PHASE_STAMPS_SHIFT");
+  return text ? std::atoi(text) : 1;
 }
 
 #define CHECK(x)                                                                     \
@@ -119,7 +140,10 @@ __global__ void timer_step(unsigned long long* out) {
 void run_shape(int m, int n, int k, int sms) {
   const int num_sets = input_sets();
   std::vector<fp8gemm::sm90::Problem> sets(num_sets);  // one input set each
-  const int a_ld = (m + 3) / 4 * 4;
+  // a_scale's leading dimension: M rounded up to 4, or up to $PHASE_STAMPS_SCALE_ALIGN floats.
+  const char* align_text = std::getenv("PHASE_STAMPS_SCALE_ALIGN");
+  const int align = align_text ? std::max(4, std::atoi(align_text)) / 4 * 4 : 4;
+  const int a_ld = (m + align - 1) / align * align;
   for (int s = 0; s < num_sets; ++s) {
     fp8gemm::sm90::Problem& p = sets[s];
     uint8_t *a, *bt;
@@ -131,6 +155,12 @@ void run_shape(int m, int n, int k, int sms) {
     CHECK(cudaMalloc(&sb, size_t(k / 128) * (n / 128) * 4));
     CHECK(cudaMalloc(&out, size_t(m) * n * 2));
     fill_bytes<<<264, 256>>>(a, size_t(m) * k, 17u * s + 1);
+    // $PHASE_STAMPS_ZERO_FROM=r: a's rows from r on hold zeros (in bounds, unlike the rows past M
+    // that the TMA fills with zeros).
+    if (const char* zero_from = std::getenv("PHASE_STAMPS_ZERO_FROM")) {
+      const int r = std::atoi(zero_from);
+      if (r >= 0 && r < m) CHECK(cudaMemset(a + size_t(r) * k, 0, size_t(m - r) * k));
+    }
     fill_bytes<<<264, 256>>>(bt, size_t(n) * k, 31u * s + 2);
     fill_scales<<<64, 256>>>(sa, size_t(k / 128) * a_ld);
     fill_scales<<<64, 256>>>(sb, size_t(k / 128) * (n / 128));
@@ -146,6 +176,7 @@ void run_shape(int m, int n, int k, int sms) {
     p.k = k;
     p.device = 0;
     p.sm_count = sms;
+    p.shift = shift_setting();
   }
   CHECK(cudaDeviceSynchronize());
   cudaStream_t stream;
@@ -231,6 +262,51 @@ void run_shape(int m, int n, int k, int sms) {
         median(span), median(handoff), median(entry_spread), median(steps[1]), median(steps[2]),
         median(steps[3]),
         median(steps[4]), median(steps[5]), median(steps[6]), median(exit_spread));
+    // One tile per CTA (tiles <= SMs): the same phases per row block of the tiles, as the
+    // kernel's tile_coords assigns them (groups of kGroupM row blocks), and when the row block's
+    // last CTA exits after the call's first entry.
+    if (tiles <= sms) {
+      std::vector<unsigned> blocks(used);
+      CHECK(cudaMemcpyFromSymbol(blocks.data(), g_block, used * sizeof(blocks[0])));
+      std::vector<unsigned long long> clocks(size_t(used) * kPhases);
+      CHECK(cudaMemcpyFromSymbol(clocks.data(), g_clocks, clocks.size() * sizeof(clocks[0])));
+      auto cycles_at = [&](int call, int cta, int phase) {
+        return static_cast<double>(clocks[(size_t(call) * grid + cta) * kPhases + phase]);
+      };
+      const int m_blocks = (m + 127) / 128, n_blocks = (n + 127) / 128;
+      auto m_blk_of = [&](unsigned tile) {
+        const int per_group = fp8gemm::sm90_own::kGroupM * n_blocks;
+        const int first = int(tile) / per_group * fp8gemm::sm90_own::kGroupM;
+        return first + int(tile) % per_group % std::min(fp8gemm::sm90_own::kGroupM,
+                                                        m_blocks - first);
+      };
+      for (int mb = 0; mb < m_blocks; ++mb) {
+        std::vector<double> first_data, mainloop, epilogue, last_exit, mhz;
+        for (int c = 2; c < kCalls - 1; ++c) {
+          double entry = 1e300, exit = 0;
+          for (int b = 0; b < grid; ++b) entry = std::min(entry, at(c, b, 0));
+          for (int b = 0; b < grid; ++b) {
+            if (m_blk_of(blocks[size_t(c) * grid + b]) != mb) continue;
+            first_data.push_back((at(c, b, 3) - at(c, b, 1)) / 1000);
+            mainloop.push_back((at(c, b, 4) - at(c, b, 3)) / 1000);
+            // The SM's clock over the mainloop: its cycles over the nanoseconds.
+            mhz.push_back((cycles_at(c, b, 4) - cycles_at(c, b, 3)) / (at(c, b, 4) - at(c, b, 3)) *
+                          1000);
+            epilogue.push_back((at(c, b, 5) - at(c, b, 4)) / 1000);
+            exit = std::max(exit, at(c, b, 6));
+          }
+          last_exit.push_back((exit - entry) / 1000);
+        }
+        std::sort(mainloop.begin(), mainloop.end());
+        std::sort(mhz.begin(), mhz.end());
+        std::printf("|   row block %d (%d rows) | %s | %zu CTAs x calls | waited -> first data %.2f | "
+                    "mainloop %.2f (slowest tenth from %.2f) at %.0f MHz (from %.0f to %.0f) | "
+                    "epilogue %.2f | last exit %.2f after the call's entry |\n",
+                    mb, std::min(128, m - 128 * mb), pdl ? "PDL" : "plain", first_data.size(),
+                    median(first_data), median(mainloop), mainloop[mainloop.size() * 9 / 10],
+                    median(mhz), mhz.front(), mhz.back(), median(epilogue), median(last_exit));
+      }
+    }
     std::fflush(stdout);
     CHECK(cudaGraphExecDestroy(exec));
     CHECK(cudaGraphDestroy(graph));
@@ -255,8 +331,11 @@ int main(int argc, char** argv) {
   timer_step<<<1, 1>>>(step);
   unsigned long long ns = 0;
   CHECK(cudaMemcpy(&ns, step, sizeof ns, cudaMemcpyDeviceToHost));
-  std::printf("%d SMs; %%globaltimer steps by %llu ns; %d input sets; %d ring stages\n\n", sms,
-              ns, input_sets(), Cfg::kStages);
+  std::printf("%d SMs; %%globaltimer steps by %llu ns; %d input sets; %d ring stages; a_scale "
+              "rows padded to %s floats; shift %d\n\n", sms, ns, input_sets(), Cfg::kStages,
+              std::getenv("PHASE_STAMPS_SCALE_ALIGN") ? std::getenv("PHASE_STAMPS_SCALE_ALIGN")
+                                                      : "4",
+              shift_setting());
   std::printf(
       "| M x N x K | launch | us per call | period | span | handoff | entry spread | "
       "entry -> waited | waited -> last load issued | waited -> first data | mainloop | "
