@@ -83,15 +83,16 @@ def test_gemm_cpu_build_passes_the_kernels_own_tests(tmp_path: Path, build_env: 
     own = [c for c in sm90_configs() if c.startswith("own_")]
     assert len(own) >= 2, own
     # The CUDA-kernel choice: the random shapes for "default", "mma" and each of our own sm_90a
-    # kernel's configurations, three shapes with several tiles per SM for each of those, and "mma"
-    # with infinite scales; the run at the largest M for "default", "mma" and each; the
-    # back-to-back calls of programmatic dependent launch (nine kernels); the CUDA-graph shapes.
+    # kernel's configurations, three shapes with several tiles per SM for each of those, the eight
+    # configurations of the last-row-block test (GEMM_SM90_SHIFT), and "mma" with infinite
+    # scales; the run at the largest M for "default", "mma" and each; the back-to-back calls of
+    # programmatic dependent launch (nine kernels); the CUDA-graph shapes.
     choice = "GEMM_CUDA_KERNEL chooses between the CUDA build's kernels"
     largest_m = "M = 4194240 takes seconds on the CPU; the limit is about the GPU grids"
     pdl = "programmatic dependent launch: the CUDA build on a CUDA device"
     graphs = skips.pop("CUDA graphs: the CUDA build on a CUDA device", 0)
     assert graphs >= 1, result.stdout[-3000:]
-    expected = {choice: (2 + len(own)) + 3 * len(own) + 1, largest_m: 2 + len(own), pdl: 9}
+    expected = {choice: (2 + len(own)) + 3 * len(own) + 8 + 1, largest_m: 2 + len(own), pdl: 9}
     assert skips == expected, result.stdout[-3000:]
     assert counts["passed"] >= 20
 

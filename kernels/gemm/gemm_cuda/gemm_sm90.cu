@@ -50,7 +50,8 @@ Problem make_problem(uint16_t* out, const uint8_t* a, const uint8_t* bt, const f
                  device,
                  sm_count,
                  order.swizzle,
-                 order.raster};
+                 order.raster,
+                 order.shift};
 }
 
 }  // namespace
@@ -77,7 +78,7 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   int device = 0, sm_count = 132;
   if (cudaGetDevice(&device) == cudaSuccess)
     cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
-  *order = Sm90Order{1, 0};
+  *order = Sm90Order{1, 0, 1};
   const int64_t sms = sm_count;
   const int plain = choose_unswapped(m, n, k, sms);
   // Swapped tiles (gemm_sm90_own_swap.cu: W output rows x 128 output columns, M the tile's wide
@@ -379,8 +380,11 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // far behind the wider ones, the more the emptier that block, and behind cuBLAS at most such
   // shapes. Where the table took them (RESULTS.md 24h, 40 shapes): 0.60-1.03 of the best
   // configuration measured, 0.83 at the median, behind cuBLAS at 27; at M % 128 from 65 to 124,
-  // 0.82-0.98 (15 shapes), behind cuBLAS at 2. Not understood: that row block's share of the
-  // tiles is the same for every width. So they are not taken there. The few-tiles rule's cost
+  // 0.82-0.98 (15 shapes), behind cuBLAS at 2. Not understood then: that row block's share of the
+  // tiles is the same for every width. So they are not taken there. (Run 28 found the cause:
+  // TMA loads of A boxes mostly past M slowed every CTA of the call. Our own kernel now moves
+  // such a tile back to end at M, gemm_sm90_own_kernel.cuh's tile_row0. This rule and the
+  // swapped tiles' in gemm_sm90_choose predate that; 28g measured the swapped tiles again.) The few-tiles rule's cost
   // model chooses among the other tiles. Where the 96-wide rule would take them, four waves or
   // more go to the 192-wide rule's choice, fewer to the fallback's (our 128 x 160 where it makes
   // fewer waves). At 56 random shapes whose choice this changed (594 of 20 000 drawn; 24i):
@@ -552,7 +556,8 @@ extern "C" cudaError_t gemm_sm90_run(int config, Sm90Order order, uint16_t* out,
                                      void* workspace, cudaStream_t stream) {
   if (config < 0 || config >= kConfigCount || m < 1 || m > fp8gemm::kMaxM || n % 128 != 0 ||
       k % 128 != 0 || a_scale_ld < m || a_scale_ld % 4 != 0 || order.raster < 0 ||
-      order.raster > 2 || order.swizzle < 1 || order.swizzle > 8)
+      order.raster > 2 || order.swizzle < 1 || order.swizzle > 8 || order.shift < 0 ||
+      order.shift > 2)
     return cudaErrorInvalidValue;
   return kConfigs[config].run(
       make_problem(out, a, bt, a_scale, a_scale_ld, b_scale, m, n, k, order), workspace, stream);

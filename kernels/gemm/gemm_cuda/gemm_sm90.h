@@ -13,10 +13,14 @@ extern "C" int gemm_sm90_config_count();
 extern "C" const char* gemm_sm90_config_name(int config);
 
 // The order the persistent tile scheduler walks output tiles in: runs of `swizzle` (1, 2, 4, 8)
-// tiles; raster 0 = CUTLASS's heuristic, 1 = along M, 2 = along N.
+// tiles; raster 0 = CUTLASS's heuristic, 1 = along M, 2 = along N. And where our own kernel puts
+// the tile of a last row block that runs past M: `shift` 0 = in its row block, 1 = moved back to
+// end at row M where that block is less than half full, 2 = wherever it is part full
+// (gemm_sm90_own_kernel.cuh, tile_row0).
 struct Sm90Order {
   int swizzle;
   int raster;
+  int shift;
 };
 
 // The configuration (and tile order) the dispatch table (gemm_sm90.cu) picks for M x N x K.

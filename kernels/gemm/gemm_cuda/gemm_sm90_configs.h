@@ -20,8 +20,9 @@ struct Problem {
   int m, n, k;
   int device, sm_count;
   // The tile scheduler's order: swizzle 1, 2, 4 or 8 tiles; raster 0 heuristic, 1 along M, 2
-  // along N (cutlass::gemm::kernel::detail::RasterOrderOptions).
-  int swizzle, raster;
+  // along N (cutlass::gemm::kernel::detail::RasterOrderOptions). Our own kernel's last row block:
+  // Sm90Order::shift (gemm_sm90.h).
+  int swizzle, raster, shift;
 };
 
 // X(name): every configuration built. The names say schedule, tile (M x N; K is always 128, the

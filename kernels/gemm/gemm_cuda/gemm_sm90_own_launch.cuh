@@ -88,6 +88,16 @@ cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
   params.num_n_scales = p.n / kScaleBlockN;
   params.num_m_blocks = static_cast<int>((rows + Cfg::kBlockM - 1) / Cfg::kBlockM);
   params.num_n_blocks = static_cast<int>((cols + Cfg::kBlockN - 1) / Cfg::kBlockN);
+  // The last row block's tile (tile_row0 in gemm_sm90_own_kernel.cuh): moved back to end at M
+  // where the shift asks for it and M holds a whole block. Its first row rounds up to a multiple
+  // of 4, where a_scale's TMA box may start (16 bytes; an unaligned start is an illegal
+  // instruction): up to 3 rows past M stay. Swapped, the tile's rows are b's columns, and N is a
+  // multiple of 128.
+  const int64_t last_rows = rows - int64_t{params.num_m_blocks - 1} * Cfg::kBlockM;
+  const bool shift = !kSwap && rows >= Cfg::kBlockM && last_rows < Cfg::kBlockM &&
+                     (p.shift == 2 || (p.shift == 1 && 2 * last_rows < Cfg::kBlockM));
+  params.last_row0 = static_cast<int>(shift ? (rows - Cfg::kBlockM + 3) / 4 * 4
+                                            : int64_t{params.num_m_blocks - 1} * Cfg::kBlockM);
   const int64_t tiles = int64_t{params.num_m_blocks} * params.num_n_blocks;
   if (tiles > INT32_MAX) return cudaErrorInvalidValue;
   params.num_tiles = static_cast<int>(tiles);

@@ -366,6 +366,39 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
         assert relative_error(out.cpu(), ref) < 1e-2, (kernel, m, n, k)
 
 
+@pytest.mark.parametrize(
+    "kernel",
+    ["own_128x128_pipe", "own_128x160", "own_128x96_pipe", "own_128x192", "own_128x64_x2",
+     "own_64x128", "own_64x64_x2", "own_swap_144x128"],
+)  # fmt: skip
+def test_own_kernels_give_the_same_bits_wherever_the_last_row_block_tile_sits(
+    device: str, kernel: str, monkeypatch: pytest.MonkeyPatch
+):
+    """GEMM_SM90_SHIFT places the tile of a last row block that runs past M: in its row block (0),
+    moved back to end at row M where that block is less than half full (1, the default), or
+    wherever it is part full (2). A moved tile recomputes rows of the block before it, and both
+    tiles store them: the output must not change by a bit, and must match the reference (M = 388:
+    4 rows in the last 128-row block, 4 in the last 64-row one; 389 and 131: the moved tile starts
+    on a multiple of 4, a_scale's TMA alignment, and overhangs M by 3 rows; 100: one 128-row
+    block, never moved, and 36 rows in the last 64-row block, moved only by 2; 1000: 104 of 128,
+    moved only by 2; 131 and 4000 with several tiles per CTA). The swapped tiles never move (their
+    rows are b's columns). A value outside 0-2 is refused."""
+    use_cuda_kernel(kernel, monkeypatch)
+    for m, n, k in [(388, 640, 512), (389, 640, 512), (100, 384, 256), (1000, 1152, 384),
+                    (131, 3072, 1024), (4000, 2048, 256)]:  # fmt: skip
+        a, b, a_scale, b_scale = make_inputs(m, n, k, torch.float8_e4m3fn, device, seed=m + n)
+        outs = []
+        for shift in ("0", "1", "2"):
+            monkeypatch.setenv("GEMM_SM90_SHIFT", shift)
+            outs.append(gemm.gemm(a, b, a_scale, b_scale))
+        ref = reference(a.cpu(), b.cpu(), a_scale.cpu(), b_scale.cpu())
+        assert relative_error(outs[0].cpu(), ref) < 1e-2, (kernel, m, n, k)
+        assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2]), (kernel, m, n, k)
+    monkeypatch.setenv("GEMM_SM90_SHIFT", "3")
+    with pytest.raises(RuntimeError, match="GEMM_SM90_SHIFT must be 0, 1 or 2"):
+        gemm.gemm(a, b, a_scale, b_scale)
+
+
 @pytest.mark.parametrize("kernel", OWN_KERNELS)
 @pytest.mark.parametrize(
     ("m", "n", "k"), [(1024, 7168, 256), (1000, 4608, 1280), (2999, 2944, 640)]

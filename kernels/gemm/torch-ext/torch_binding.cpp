@@ -134,16 +134,20 @@ int env_int(const char* name, int fallback) {
 }
 
 // The sm_90a configuration and tile order for this problem: the dispatch table's choice, or what
-// GEMM_SM90_CONFIG / GEMM_SM90_SWIZZLE / GEMM_SM90_RASTER name (the benchmark times each).
+// GEMM_SM90_CONFIG / GEMM_SM90_SWIZZLE / GEMM_SM90_RASTER / GEMM_SM90_SHIFT name (the benchmark
+// times each).
 int sm90_config(int64_t m, int64_t n, int64_t k, Sm90Order* order) {
   int config = gemm_sm90_choose(m, n, k, order);
   order->swizzle = env_int("GEMM_SM90_SWIZZLE", order->swizzle);
   order->raster = env_int("GEMM_SM90_RASTER", order->raster);
+  order->shift = env_int("GEMM_SM90_SHIFT", order->shift);
   TORCH_CHECK((order->swizzle == 1 || order->swizzle == 2 || order->swizzle == 4 ||
                order->swizzle == 8) &&
                   order->raster >= 0 && order->raster <= 2,
               "gemm: GEMM_SM90_SWIZZLE must be 1, 2, 4 or 8 and GEMM_SM90_RASTER 0, 1 or 2, got ",
               order->swizzle, " and ", order->raster);
+  TORCH_CHECK(order->shift >= 0 && order->shift <= 2,
+              "gemm: GEMM_SM90_SHIFT must be 0, 1 or 2, got ", order->shift);
   const char* name = std::getenv("GEMM_SM90_CONFIG");
   if (name == nullptr || *name == '\0') return config;
   std::string valid;
