@@ -293,6 +293,24 @@ def test_sm90_table_keeps_96_wide_tiles_off_a_half_empty_last_row_block(tmp_path
 
 
 @requires_nvcc
+def test_sm90_table_sends_many_waves_over_a_half_empty_last_row_block_to_our_128x128(
+    tmp_path: Path,
+) -> None:
+    """Where the last 128-row block is at most half full and 96-wide tiles would make four waves
+    or more, the 192-wide rule's choice (128 x 256 mostly) gave way to the fallback's, our
+    128 x 128 mostly, once our kernel moved such a block's tile back to end at M: +3.3 % at 24
+    fresh shapes, behind cuBLAS at none of 20 instead of 4 (RESULTS.md 28i)."""
+    expected = {
+        (1808, 3328, 7680): "own_128x128_pipe",
+        (6436, 1408, 6144): "own_128x128_pipe",
+        (2060, 2944, 7680): "own_128x128_pipe",
+        (1852, 3328, 1536): "own_128x128_pipe_pdl",
+        (6932, 1152, 1024): "own_128x128_pipe_pdl",
+    }
+    assert host_table(tmp_path)(list(expected)) == list(expected.values())
+
+
+@requires_nvcc
 def test_sm90_table_takes_128_wide_tiles_for_many_waves_of_no_more_columns(tmp_path: Path) -> None:
     """In four waves or more, 128 x 96 tiles gave way to our 128 x 128 where its waves hold no
     more columns: +9 % to +39 % at 27 random shapes (RESULTS.md 24j). Where theirs hold fewer,

@@ -381,15 +381,22 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // shapes. Where the table took them (RESULTS.md 24h, 40 shapes): 0.60-1.03 of the best
   // configuration measured, 0.83 at the median, behind cuBLAS at 27; at M % 128 from 65 to 124,
   // 0.82-0.98 (15 shapes), behind cuBLAS at 2. Not understood then: that row block's share of the
-  // tiles is the same for every width. So they are not taken there. (Run 28 found the cause:
-  // TMA loads of A boxes mostly past M slowed every CTA of the call. Our own kernel now moves
-  // such a tile back to end at M, gemm_sm90_own_kernel.cuh's tile_row0. This rule and the
-  // swapped tiles' in gemm_sm90_choose predate that; 28g measured the swapped tiles again.) The few-tiles rule's cost
+  // tiles is the same for every width. So they are not taken there; the few-tiles rule's cost
   // model chooses among the other tiles. Where the 96-wide rule would take them, four waves or
-  // more go to the 192-wide rule's choice, fewer to the fallback's (our 128 x 160 where it makes
-  // fewer waves). At 56 random shapes whose choice this changed (594 of 20 000 drawn; 24i):
+  // more went to the 192-wide rule's choice, fewer to the fallback's (our 128 x 160 where it
+  // makes fewer waves). At 56 random shapes whose choice this changed (594 of 20 000 drawn; 24i):
   // +8 % (geometric mean), from -7 % to +74 % (880 vs 507 at 392 x 21632 x 3584, 948 vs 636 at
   // 788 x 5120 x 3072; 776 vs 838 at 6080 x 1024 x 1536); behind cuBLAS at 4, not 14.
+  // Run 28 found the cause: TMA loads of A boxes mostly past M slowed every CTA of the call, and
+  // our own kernel now moves such a tile back to end at M (gemm_sm90_own_kernel.cuh's
+  // tile_row0). Since then four waves or more of 96-wide tiles go to the fallback too (our
+  // 128 x 128 mostly), not to the 192-wide rule's choice (128 x 256 mostly), whose tiles never
+  // gained from the move: +6.6 % at the 15 shapes of 28h where that changed, +3.3 % at 24 fresh
+  // ones (28i; from -7 % to +29 %, 1115 vs 907 at 1808 x 3328 x 7680, 939 vs 730 at
+  // 1852 x 3328 x 1536), behind cuBLAS at none of 20, not 4. Taking the 96-wide tiles there
+  // again (28h) was -11 % to +16 %, mostly behind our 128 x 128: not done. The few-tiles rule's
+  // exclusions and the swapped tiles' rule (gemm_sm90_choose) predate the move; 28f measured the
+  // swapped tiles again.
   const bool sparse_last_block = m % 128 != 0 && m % 128 <= 64;
   const bool wide_enough_for_112 = n > 2048;  // our 128 x 112 tiles (the few-tiles rule says why)
   const bool few_tiles =
@@ -482,11 +489,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   //   vs 856 at 1477 x 7040 x 1792, 1020 vs 913 at 4068 x 1920 x 1408).
   if (tiles96 <= sms || full(tiles96) >= 0.95) {
     if (wave_columns(160) <= wave_columns(96)) return index_of("own_128x160");
-    if (sparse_last_block) {
-      // A last row block at most half full (sparse_last_block above): four waves or more, the
-      // 192-wide rule's choice; fewer, the fallback's.
-      if (waves(tiles96) >= 4) return wide_pick();
-    } else if (waves(tiles96) <= 3 || wave_columns(96) < wave_columns(128)) {
+    if (!sparse_last_block && (waves(tiles96) <= 3 || wave_columns(96) < wave_columns(128))) {
       if (k < 2048) return index_of("own_128x96_shortk");
       return index_of(waves(tiles96) <= 3 ? "own_128x96_pipe" : "own_128x96");
     }
