@@ -86,6 +86,13 @@ int input_sets() {
   return sets >= 1 && sets <= 64 ? sets : 8;
 }
 
+// a_scale's rows (one per k block) padded to a multiple of $PHASE_STAMPS_SCALE_ALIGN floats
+// (rounded down to a multiple of 4, at least 4), else 4, TMA's least.
+int scale_align() {
+  const char* text = std::getenv("PHASE_STAMPS_SCALE_ALIGN");
+  return text ? std::max(4, std::atoi(text)) / 4 * 4 : 4;
+}
+
 // Where the last row block's tile goes (Sm90Order::shift): $PHASE_STAMPS_SHIFT, else 1, the
 // dispatch table's.
 int shift_setting() {
@@ -140,10 +147,7 @@ __global__ void timer_step(unsigned long long* out) {
 void run_shape(int m, int n, int k, int sms) {
   const int num_sets = input_sets();
   std::vector<fp8gemm::sm90::Problem> sets(num_sets);  // one input set each
-  // a_scale's leading dimension: M rounded up to 4, or up to $PHASE_STAMPS_SCALE_ALIGN floats.
-  const char* align_text = std::getenv("PHASE_STAMPS_SCALE_ALIGN");
-  const int align = align_text ? std::max(4, std::atoi(align_text)) / 4 * 4 : 4;
-  const int a_ld = (m + align - 1) / align * align;
+  const int a_ld = (m + scale_align() - 1) / scale_align() * scale_align();
   for (int s = 0; s < num_sets; ++s) {
     fp8gemm::sm90::Problem& p = sets[s];
     uint8_t *a, *bt;
@@ -273,38 +277,43 @@ void run_shape(int m, int n, int k, int sms) {
       auto cycles_at = [&](int call, int cta, int phase) {
         return static_cast<double>(clocks[(size_t(call) * grid + cta) * kPhases + phase]);
       };
-      const int m_blocks = (m + 127) / 128, n_blocks = (n + 127) / 128;
-      auto m_blk_of = [&](unsigned tile) {
-        const int per_group = fp8gemm::sm90_own::kGroupM * n_blocks;
-        const int first = int(tile) / per_group * fp8gemm::sm90_own::kGroupM;
-        return first + int(tile) % per_group % std::min(fp8gemm::sm90_own::kGroupM,
-                                                        m_blocks - first);
-      };
-      for (int mb = 0; mb < m_blocks; ++mb) {
+      fp8gemm::sm90_own::Params tiling{};
+      tiling.num_m_blocks = (m + Cfg::kBlockM - 1) / Cfg::kBlockM;
+      tiling.num_n_blocks = (n + Cfg::kBlockN - 1) / Cfg::kBlockN;
+      struct RowBlock {
         std::vector<double> first_data, mainloop, epilogue, last_exit, mhz;
-        for (int c = 2; c < kCalls - 1; ++c) {
-          double entry = 1e300, exit = 0;
-          for (int b = 0; b < grid; ++b) entry = std::min(entry, at(c, b, 0));
-          for (int b = 0; b < grid; ++b) {
-            if (m_blk_of(blocks[size_t(c) * grid + b]) != mb) continue;
-            first_data.push_back((at(c, b, 3) - at(c, b, 1)) / 1000);
-            mainloop.push_back((at(c, b, 4) - at(c, b, 3)) / 1000);
-            // The SM's clock over the mainloop: its cycles over the nanoseconds.
-            mhz.push_back((cycles_at(c, b, 4) - cycles_at(c, b, 3)) / (at(c, b, 4) - at(c, b, 3)) *
+      };
+      std::vector<RowBlock> row_blocks(tiling.num_m_blocks);
+      for (int c = 2; c < kCalls - 1; ++c) {
+        double entry = 1e300;
+        for (int b = 0; b < grid; ++b) entry = std::min(entry, at(c, b, 0));
+        std::vector<double> exit(tiling.num_m_blocks, 0);
+        for (int b = 0; b < grid; ++b) {
+          int mb, nb;
+          fp8gemm::sm90_own::tile_coords(tiling, int(blocks[size_t(c) * grid + b]), mb, nb);
+          RowBlock& r = row_blocks[mb];
+          r.first_data.push_back((at(c, b, 3) - at(c, b, 1)) / 1000);
+          r.mainloop.push_back((at(c, b, 4) - at(c, b, 3)) / 1000);
+          // The SM's clock over the mainloop: its cycles over the nanoseconds.
+          r.mhz.push_back((cycles_at(c, b, 4) - cycles_at(c, b, 3)) / (at(c, b, 4) - at(c, b, 3)) *
                           1000);
-            epilogue.push_back((at(c, b, 5) - at(c, b, 4)) / 1000);
-            exit = std::max(exit, at(c, b, 6));
-          }
-          last_exit.push_back((exit - entry) / 1000);
+          r.epilogue.push_back((at(c, b, 5) - at(c, b, 4)) / 1000);
+          exit[mb] = std::max(exit[mb], at(c, b, 6));
         }
-        std::sort(mainloop.begin(), mainloop.end());
-        std::sort(mhz.begin(), mhz.end());
+        for (int mb = 0; mb < tiling.num_m_blocks; ++mb)
+          row_blocks[mb].last_exit.push_back((exit[mb] - entry) / 1000);
+      }
+      for (int mb = 0; mb < tiling.num_m_blocks; ++mb) {
+        RowBlock& r = row_blocks[mb];
+        std::sort(r.mainloop.begin(), r.mainloop.end());
+        std::sort(r.mhz.begin(), r.mhz.end());
         std::printf("|   row block %d (%d rows) | %s | %zu CTAs x calls | waited -> first data %.2f | "
                     "mainloop %.2f (slowest tenth from %.2f) at %.0f MHz (from %.0f to %.0f) | "
                     "epilogue %.2f | last exit %.2f after the call's entry |\n",
-                    mb, std::min(128, m - 128 * mb), pdl ? "PDL" : "plain", first_data.size(),
-                    median(first_data), median(mainloop), mainloop[mainloop.size() * 9 / 10],
-                    median(mhz), mhz.front(), mhz.back(), median(epilogue), median(last_exit));
+                    mb, std::min(Cfg::kBlockM, m - Cfg::kBlockM * mb), pdl ? "PDL" : "plain",
+                    r.first_data.size(), median(r.first_data), median(r.mainloop),
+                    r.mainloop[r.mainloop.size() * 9 / 10], median(r.mhz), r.mhz.front(),
+                    r.mhz.back(), median(r.epilogue), median(r.last_exit));
       }
     }
     std::fflush(stdout);
@@ -332,10 +341,8 @@ int main(int argc, char** argv) {
   unsigned long long ns = 0;
   CHECK(cudaMemcpy(&ns, step, sizeof ns, cudaMemcpyDeviceToHost));
   std::printf("%d SMs; %%globaltimer steps by %llu ns; %d input sets; %d ring stages; a_scale "
-              "rows padded to %s floats; shift %d\n\n", sms, ns, input_sets(), Cfg::kStages,
-              std::getenv("PHASE_STAMPS_SCALE_ALIGN") ? std::getenv("PHASE_STAMPS_SCALE_ALIGN")
-                                                      : "4",
-              shift_setting());
+              "rows padded to %d floats; shift %d\n\n", sms, ns, input_sets(), Cfg::kStages,
+              scale_align(), shift_setting());
   std::printf(
       "| M x N x K | launch | us per call | period | span | handoff | entry spread | "
       "entry -> waited | waited -> last load issued | waited -> first data | mainloop | "

@@ -31,10 +31,9 @@ from kernel_times import CALLS, capture
 FIELDS = "timestamp,clocks.sm,power.draw,clocks_event_reasons.sw_power_cap"
 
 
-def sampled(stdout: str, start: float, end: float) -> list[tuple[float, float, bool]]:
-    """(SM clock MHz, power W, power-capped) of nvidia-smi's CSV lines stamped inside the window
-    [start, end] of epoch seconds."""
-    rows = []
+def parse_samples(stdout: str) -> list[tuple[float, float, float, bool]]:
+    """(epoch seconds, SM clock MHz, power W, power-capped) of each of nvidia-smi's CSV lines."""
+    samples = []
     for line in stdout.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) != 4:
@@ -44,9 +43,8 @@ def sampled(stdout: str, start: float, end: float) -> list[tuple[float, float, b
             clock, power = float(parts[1].split()[0]), float(parts[2].split()[0])
         except ValueError:  # the header, or a field nvidia-smi could not read ("[N/A]")
             continue
-        if start <= stamp <= end:
-            rows.append((clock, power, parts[3] == "Active"))
-    return rows
+        samples.append((stamp, clock, power, parts[3] == "Active"))
+    return samples
 
 
 def main() -> None:
@@ -99,7 +97,12 @@ def main() -> None:
             smi.wait()
         log.seek(0)
         stdout = log.read()
-    if not any(sampled(stdout, w[2], w[3]) for w in windows):
+    samples = parse_samples(stdout)
+
+    def inside(start: float, end: float) -> list[tuple[float, float, float, bool]]:
+        return [sample for sample in samples if start <= sample[0] <= end]
+
+    if not any(inside(w[2], w[3]) for w in windows):
         print("no nvidia-smi sample fell inside a window; its first lines:", stdout[:300])
     print(
         "| M x N x K | configuration | TFLOP/s | SM clock MHz | power W | power-capped | samples |"
@@ -108,15 +111,15 @@ def main() -> None:
     for shape in shapes:
         for config in configs:
             mine = [w for w in windows if w[0] == shape and w[1] == config]
-            rows = [r for w in mine for r in sampled(stdout, w[2] + 0.1, w[3])]  # clocks settle
+            rows = [r for w in mine for r in inside(w[2] + 0.1, w[3])]  # clocks settle
             tflops = statistics.mean(w[4] for w in mine)
             label = f"| {shape[0]} x {shape[1]} x {shape[2]} | {config} | {tflops:.0f}"
             if not rows:
                 print(f"{label} | - | - | - | 0 |")
                 continue
-            clock = statistics.mean(r[0] for r in rows)
-            power = statistics.mean(r[1] for r in rows)
-            capped = sum(r[2] for r in rows) / len(rows)
+            clock = statistics.mean(r[1] for r in rows)
+            power = statistics.mean(r[2] for r in rows)
+            capped = sum(r[3] for r in rows) / len(rows)
             print(f"{label} | {clock:.0f} | {power:.0f} | {capped:.0%} | {len(rows)} |")
 
 

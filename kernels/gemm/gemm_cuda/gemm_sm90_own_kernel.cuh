@@ -295,12 +295,14 @@ __device__ __forceinline__ void wgmma_call(uint64_t desc_a, uint64_t desc_b, flo
 }
 
 // Tile index -> (m block, n block): groups of kGroupM row blocks, column by column inside a
-// group, so that the ~132 tiles in flight share A rows and Bt rows in L2.
-__device__ __forceinline__ void tile_coords(const Params& p, int tile, int& m_blk, int& n_blk) {
+// group, so that the ~132 tiles in flight share A rows and Bt rows in L2. Host-callable for
+// benchmarks/phase_stamps.cu, which groups its per-CTA times by row block.
+__host__ __device__ __forceinline__ void tile_coords(const Params& p, int tile, int& m_blk,
+                                                     int& n_blk) {
   const int per_group = kGroupM * p.num_n_blocks;
   const int first = tile / per_group * kGroupM;
   const int in_group = tile % per_group;
-  const int height = min(kGroupM, p.num_m_blocks - first);
+  const int height = p.num_m_blocks - first < kGroupM ? p.num_m_blocks - first : kGroupM;
   m_blk = first + in_group % height;
   n_blk = in_group / height;
 }

@@ -93,11 +93,12 @@ cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
   // of 4, where a_scale's TMA box may start (16 bytes; an unaligned start is an illegal
   // instruction): up to 3 rows past M stay. Swapped, the tile's rows are b's columns, and N is a
   // multiple of 128.
-  const int64_t last_rows = rows - int64_t{params.num_m_blocks - 1} * Cfg::kBlockM;
+  const int64_t last_block_row0 = int64_t{params.num_m_blocks - 1} * Cfg::kBlockM;
+  const int64_t last_rows = rows - last_block_row0;
   const bool shift = !kSwap && rows >= Cfg::kBlockM && last_rows < Cfg::kBlockM &&
                      (p.shift == 2 || (p.shift == 1 && 2 * last_rows < Cfg::kBlockM));
-  params.last_row0 = static_cast<int>(shift ? (rows - Cfg::kBlockM + 3) / 4 * 4
-                                            : int64_t{params.num_m_blocks - 1} * Cfg::kBlockM);
+  params.last_row0 =
+      static_cast<int>(shift ? (rows - Cfg::kBlockM + 3) / 4 * 4 : last_block_row0);
   const int64_t tiles = int64_t{params.num_m_blocks} * params.num_n_blocks;
   if (tiles > INT32_MAX) return cudaErrorInvalidValue;
   params.num_tiles = static_cast<int>(tiles);
