@@ -367,14 +367,18 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // the 17 shapes measured, by 5-23 % (RESULTS.md 19b, 19c): 210 vs 197 at 64 x 32768 x 512
   // (64 x 128), 38 vs 32 at 64 x 1536 x 512 (64 x 16), 81 vs 68 at 64 x 7168 x 256 (64 x 64),
   // 279 vs 265 at 64 x 4096 x 7168 (64 x 32), 297 vs 283 at 64 x 16384 x 2048; 2 % behind at
-  // 48 x 24576 x 512 (64 x 96, 141 vs 144).
+  // 48 x 24576 x 512 (64 x 96, 141 vs 144). Since run 29 the 96- and 112-wide 128-row tiles at
+  // 64 < M <= 128 too, as our 128 x 128 already was: +2.8 % (geometric mean) at the 25 random
+  // shapes of 29a and 29d whose choice that changed, from -1 % to +7 % (329 vs 311 at
+  // 92 x 10880 x 2048, where cuBLAS ran 316; 429 vs 402 at 116 x 12032 x 2048); at K = 1664 to
+  // 1920, where the rules below took the 96-wide short-K tiles, equal (0.995-1.015, 7 shapes).
   // Our 128 x 112 tiles (pipelined k blocks): 128 of them are one full wave at N = 7168 (M = 256)
   // and 3584 (M = 512), where CUTLASS's 128 x 128 makes 112: 991 vs 933 at 256 x 7168 x 7168,
   // 1149 vs 1041 at 512 x 3584, 1227 vs 1110 at 1024 x 3584 (two waves), 1130 vs 980 at
   // 640 x 5120 x 7168 (ahead at all 16 shapes measured where the table takes them, by 3-15 %;
-  // RESULTS.md 18a-18d). Not at M <= 320 where the last 128-row block is at most half full:
-  // 737-750 vs 843-848 (CUTLASS's 128 x 128) at 320 x 4608 x 7168, 693 vs 722 at K = 4096, 645 vs
-  // 687 at 192 x 7168 x 7168 (at M = 448 they are ahead again: 807 vs 725 at 448 x 7168 x 2048).
+  // RESULTS.md 18a-18d). Until run 29 not at M <= 320 where the last 128-row block is at most
+  // half full (737-750 vs 843-848 for CUTLASS's 128 x 128 at 320 x 4608 x 7168, 18c), nor the
+  // 96-wide tiles over any such block (below): see the end of the next paragraph.
   const int64_t tiles96 = count(96);
   // A last 128-row block at most half full (M % 128 from 1 to 64): there our 128 x 96 tiles fell
   // far behind the wider ones, the more the emptier that block, and behind cuBLAS at most such
@@ -394,44 +398,55 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // gained from the move: +6.6 % at the 15 shapes of 28h where that changed, +3.3 % at 24 fresh
   // ones (28i; from -7 % to +29 %, 1115 vs 907 at 1808 x 3328 x 7680, 939 vs 730 at
   // 1852 x 3328 x 1536), behind cuBLAS at none of 20, not 4. Taking the 96-wide tiles there
-  // again (28h) was -11 % to +16 %, mostly behind our 128 x 128: not done. The few-tiles rule's
-  // exclusions and the swapped tiles' rule (gemm_sm90_choose) predate the move; 28f measured the
-  // swapped tiles again.
+  // again (28h) was -11 % to +16 %, mostly behind our 128 x 128: not done. The few-tiles rule
+  // kept both tiles out over such a block until run 29; now only the 112-wide ones at M <= 320
+  // where the kernel does not move the tile (the block exactly half full: 731 vs 766 for our
+  // 128 x 128 at 320 x 4864 x 3584), and the 96-wide ones at N <= 640 (749 vs 870 at
+  // 2212 x 640 x 5632, 603 vs 703 at 2732 x 512 x 3072, 872 vs 937 at 4400 x 640 x 7168: their
+  // last column block two-thirds or a third full; since the kernel moves that tile too, level
+  // there, 834 vs 827, 692 vs 676, 951 vs 922, 29h, so the rule stays as measured). At the 44
+  // random shapes of 29a, 29c and 29d where the change took them (22 from our 128 x 128 to
+  // 96-wide tiles, 13 from 112- to 96-wide, 9 from 128- to 112-wide): +8.4 % (geometric mean),
+  // from -1 % to +16 % (932 vs 809 at 680 x 1920 x 7168, 875 vs 797 at 428 x 2944 x 8192,
+  // 877 vs 808 at 308 x 8960 x 7168), ahead of cuBLAS at all 44. At 24 fresh shapes of this
+  // change and of the programmatic dependent launch at M <= 128 above (29e): +3.6 %, ahead of
+  // cuBLAS at all 24.
   const bool sparse_last_block = m % 128 != 0 && m % 128 <= 64;
   const bool wide_enough_for_112 = n > 2048;  // our 128 x 112 tiles (the few-tiles rule says why)
   const bool few_tiles =
       m <= 64 || ((k >= 2048 || (m > 96 && m <= 256 && k > 1536)) && count(256) <= sms);
   if (few_tiles) {
     const bool rows64_only = m <= 64 || (m > 128 && m <= 192);
-    const bool half_empty_block = m <= 320 && sparse_last_block;
+    const bool unmoved_half_block = m % 128 == 64;  // the kernel moves emptier ones only
     struct Tile {
       int64_t rows, cols;
       const char* name;
-      bool half_empty_block_too = true;  // a candidate where the last 128-row block is half empty
       const char* at_small_m = nullptr;  // the configuration taken at M <= 64, if not `name`
-      // The same tiles launched with programmatic dependent launch, taken at M <= 128, and in one
-      // wave of full row blocks to K = 3072.
+      // The same tiles launched with programmatic dependent launch, taken at M <= 128 (where a
+      // call is short), and in one wave of full row blocks to K = 3072 if `pdl_full_wave`.
       const char* pdl = nullptr;
+      bool pdl_full_wave = false;
     };
     // 128-row tiles first; M > 64 comes here from K = 2048 (the 96-wide tiles' long-K builds),
     // 96 < M <= 256 from K = 1664; M <= 64 and 128 < M <= 192 take the 64-row tiles alone.
-    constexpr Tile kTiles[] = {{128, 96, "own_128x96_pipe"}, {128, 112, "own_128x112_pipe", false},
-                               {128, 128, "own_128x128_pipe", true, nullptr,
-                                "own_128x128_pipe_pdl"},
+    constexpr Tile kTiles[] = {{128, 96, "own_128x96_pipe", nullptr, "own_128x96_pipe_pdl"},
+                               {128, 112, "own_128x112_pipe", nullptr, "own_128x112_pipe_pdl"},
+                               {128, 128, "own_128x128_pipe", nullptr, "own_128x128_pipe_pdl",
+                                true},
                                {128, 160, "own_128x160"}, {128, 192, "own_128x192"},
                                {128, 256, "own_128x256"},
-                               {64, 16, "own_64x16", true, "own_64x16_pdl"},
-                               {64, 32, "own_64x32", true, "own_64x32_pdl"},
-                               {64, 48, "own_64x48", true, "own_64x48_pdl"},
-                               {64, 64, "own_64x64", true, "own_64x64_pdl"},
-                               {64, 96, "own_64x96", true, "own_64x96_pdl"},
-                               {64, 128, "own_64x128", true, "own_64x128_pdl"}};
+                               {64, 16, "own_64x16", "own_64x16_pdl"},
+                               {64, 32, "own_64x32", "own_64x32_pdl"},
+                               {64, 48, "own_64x48", "own_64x48_pdl"},
+                               {64, 64, "own_64x64", "own_64x64_pdl"},
+                               {64, 96, "own_64x96", "own_64x96_pdl"},
+                               {64, 128, "own_64x128", "own_64x128_pdl"}};
     const Tile* best = nullptr;
     int64_t best_cost = 0;
     for (const Tile& t : kTiles) {
-      if ((rows64_only && t.rows > 64) || (half_empty_block && !t.half_empty_block_too) ||
-          (sparse_last_block && t.rows == 128 && t.cols == 96) ||
-          (!wide_enough_for_112 && t.cols == 112))
+      if ((rows64_only && t.rows > 64) || (!wide_enough_for_112 && t.cols == 112) ||
+          (unmoved_half_block && m <= 320 && t.cols == 112) ||
+          (sparse_last_block && n <= 640 && t.rows == 128 && t.cols == 96))
         continue;
       const int64_t per_tile = std::max<int64_t>(64 * (t.rows + t.cols), t.rows * t.cols);
       const int64_t cost = waves(count(t.cols, t.rows)) * per_tile;
@@ -443,7 +458,8 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
     if (m <= 64 && best->at_small_m != nullptr) return index_of(best->at_small_m);
     const bool one_full_wave =
         m % 128 == 0 && k <= 3072 && count(best->cols, best->rows) <= sms;
-    if (best->pdl != nullptr && (m <= 128 || one_full_wave)) return index_of(best->pdl);
+    if (best->pdl != nullptr && (m <= 128 || (best->pdl_full_wave && one_full_wave)))
+      return index_of(best->pdl);
     if (k >= 2048 || best->rows == 64) return index_of(best->name);
     // From K = 1664 to 1920 a 128-row choice goes to the rules below.
   }
@@ -466,8 +482,17 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   //   1084 vs 1026 at 4096 x 24576 x 1536 (equal), 1194 vs 1122 at 8192 x 7168 x 7168; 192-wide
   //   where theirs hold fewer: 1251 vs 1142 at 2048 x 7168 x 7168, 1205 vs 1084 at
   //   6144 x 7168 x 2048, 1309 vs 938 at 6144 x 1536 x 7168, equal at 6144 x 4608 x 7168.
+  // - Our 128 x 160 tiles in their place (K > 1024) where its waves hold at most 0.9 of the
+  //   columns of the better of the two (since run 29): +20 % (geometric mean) at 20 random such
+  //   shapes (RESULTS.md 29f), the least +15 %; 1176 vs 969 at 1292 x 9600 x 5632 (five waves of
+  //   160 against five of 192, the last 4 % full), 1281 vs 1058 at 6984 x 1920 x 5120, 984 vs
+  //   795 at 396 x 25856 x 6144, where the 192-wide tiles had led cuBLAS by 0-13 %. Where the
+  //   columns differ by a few per cent, no width led at every shape (29e: 1117 vs 1100 for 192
+  //   at 3552 x 14464 x 4608, 1112 vs 1149 for 256 at 5928 x 22656 x 3584).
   auto wide_pick = [&] {
     if (k <= 1024) return index_of("own_128x192_shortk");
+    const int64_t wide = std::min(wave_columns(256), wave_columns(192));
+    if (10 * wave_columns(160) <= 9 * wide) return index_of("own_128x160");
     return index_of(wave_columns(256) <= wave_columns(192) ? "own_128x256" : "own_128x192");
   };
   if (tiles192 >= 4 * sms || full(tiles192) >= 0.9) return wide_pick();

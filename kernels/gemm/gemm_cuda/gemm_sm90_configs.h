@@ -51,6 +51,7 @@ struct Problem {
   X(own_128x192_d2)                 \
   X(own_128x96)                     \
   X(own_128x96_pipe)                \
+  X(own_128x96_pipe_pdl)            \
   X(own_128x96_shortk)              \
   X(own_128x256)                    \
   X(own_128x64)                     \

@@ -6,5 +6,7 @@
 #include "gemm_sm90_own_launch.cuh"
 
 GEMM_SM90_DEFINE_OWN_CONFIG(own_128x96, false, 96, 1, true)
-GEMM_SM90_DEFINE_OWN_CONFIG(own_128x96_pipe, false, 96, 1, false, 96, 128, 8, true)
+#define GEMM_SM90_OWN_128X96_PIPE 96, 1, false, 96, 128, 8, true
+GEMM_SM90_DEFINE_OWN_CONFIG(own_128x96_pipe, false, GEMM_SM90_OWN_128X96_PIPE)
+GEMM_SM90_DEFINE_OWN_CONFIG(own_128x96_pipe_pdl, true, GEMM_SM90_OWN_128X96_PIPE)
 GEMM_SM90_DEFINE_OWN_CONFIG(own_128x96_shortk, true, 96, 1, false)

@@ -211,6 +211,10 @@ struct Params {
   int num_n_scales;      // N/128
   int num_m_blocks, num_n_blocks, num_tiles;
   int last_row0;  // the first row of the last row block's tile (tile_row0)
+  int last_col0;  // the first column of the last column block's tile (tile_col0)
+  // What a stage's TMA loads of A, Bt and a_scale bring (out-of-bounds parts count too): less
+  // than the stage holds where the launch trims A's boxes to M rows (M below one row block).
+  uint32_t stage_bytes;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -317,6 +321,19 @@ __host__ __device__ __forceinline__ void tile_coords(const Params& p, int tile, 
 template <class Cfg>
 __device__ __forceinline__ int tile_row0(const Params& p, int m_blk) {
   return m_blk == p.num_m_blocks - 1 ? p.last_row0 : m_blk * Cfg::kBlockM;
+}
+
+// The first of the columns a tile loads, computes and stores: its column block's, except in a
+// last column block that runs past N, where the launch moved the tile back to end at column N
+// (Sm90Order::shift; the launch's last_col0), as tile_row0 does for rows. Measured (RESULTS.md
+// 29g): 901 against 791 TFLOP/s for our 128 x 96 at 2176 x 640 x 5632 (seven tiles across N, the
+// last two-thirds full), 746 against 641 at 2816 x 512 x 3072; within 1 % where N holds many
+// tiles (600 x 20992 x 7680, 128 x 160). N is a multiple of 128, so the moved tile's first
+// column is a multiple of gcd(BN, 128), like every other tile's: its b-scale split is one the
+// math warpgroups' dispatch has.
+template <class Cfg>
+__device__ __forceinline__ int tile_col0(const Params& p, int n_blk) {
+  return n_blk == p.num_n_blocks - 1 ? p.last_col0 : n_blk * Cfg::kBlockN;
 }
 
 // Four 8 x 8 bf16 matrices into shared memory at addr (this lane's row address): v[0..7] are a
@@ -612,7 +629,7 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
     warpgroup_barrier(wg);
     if (tid == 0) {
       const int m0 = tile_row0<Cfg>(p, m_blk) + wg * 64;
-      const int n0 = n_blk * BN + g * kGroupCols;
+      const int n0 = tile_col0<Cfg>(p, n_blk) + g * kGroupCols;
 #pragma unroll
       for (int c = 0; c < Cfg::kStoreBoxes; ++c)
         cute::SM90_TMA_STORE_2D::copy(tmap_d, d_smem + c * kBoxBytes, n0 + c * kCols, m0);
@@ -702,17 +719,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
     if constexpr (kReconfigure) cutlass::arch::warpgroup_reg_dealloc<40>();
     if (warp == 0 && cute::elect_one_sync()) {
       // Warp 0: the TMA loads of A, Bt and a_scale, nothing else (no load of its own to wait for).
-      constexpr uint32_t kStageBytes =
-          Cfg::kSmemA + Cfg::kSmemB + Cfg::kScaleSlots * 4;  // out-of-bounds parts count too
+      const uint32_t stage_bytes = p.stage_bytes;
       for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
         int m_blk, n_blk;
         tile_coords(p, tile, m_blk, n_blk);
-        const int m0 = tile_row0<Cfg>(p, m_blk), n0 = n_blk * Cfg::kBlockN;
+        const int m0 = tile_row0<Cfg>(p, m_blk), n0 = tile_col0<Cfg>(p, n_blk);
         // The lambda's stage and phase are the ring position for_each_k_block passes in.
         for_each_k_block<Cfg::kStages, Cfg::kTurns>(num_k_blocks, stage, phase,
                                                     [&](int stage, uint32_t phase, int kb) {
           empty[stage].wait(phase ^ 1);
-          full[stage].arrive_and_expect_tx(kStageBytes);
+          full[stage].arrive_and_expect_tx(stage_bytes);
           uint64_t* bar = reinterpret_cast<uint64_t*>(&full[stage]);
           float* scales = reinterpret_cast<float*>(smem + Cfg::kOffScales + stage * Cfg::kSmemScales);
           cute::SM90_TMA_LOAD_2D::copy(&tmap_a, bar, kEvictNormal, smem + stage * Cfg::kSmemA,
@@ -738,7 +754,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
         tile_coords(p, tile, m_blk, n_blk);
         // Swapped, the tile's rows are b's columns, all in one scale block.
         const int s0 = Cfg::kSwapAB ? m_blk * Cfg::kBlockM / kScaleBlockN
-                                    : n_blk * Cfg::kBlockN / kScaleBlockN;
+                                    : tile_col0<Cfg>(p, n_blk) / kScaleBlockN;
         const int s1 = min(s0 + 1, p.num_n_scales - 1);
         for (int kb0 = 0; kb0 < num_k_blocks; kb0 += 32) {
           float mine_lo = 0.f, mine_hi = 0.f;
@@ -774,7 +790,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
       if constexpr (Cfg::kSwapAB) {
         math_tile<Cfg, kScaleBlockN>(p, smem, m_blk, n_blk, math_wg, stage, phase, d_buf, &tmap_d);
       } else {
-        const int scale_split = kScaleBlockN - (n_blk * Cfg::kBlockN) % kScaleBlockN;
+        const int scale_split = kScaleBlockN - tile_col0<Cfg>(p, n_blk) % kScaleBlockN;
         math_tile_dispatch<Cfg, kScaleBlockN>(scale_split, p, smem, m_blk, n_blk, math_wg, stage,
                                               phase, d_buf, &tmap_d);
       }

@@ -376,16 +376,22 @@ def test_own_kernels_give_the_same_bits_wherever_the_last_row_block_tile_sits(
 ):
     """GEMM_SM90_SHIFT places the tile of a last row block that runs past M: in its row block (0),
     moved back to end at row M where that block is less than half full (1, the default), or
-    wherever it is part full (2). A moved tile recomputes rows of the block before it, and both
-    tiles store them: the output must not change by a bit, and must match the reference (M = 388:
-    4 rows in the last 128-row block, 4 in the last 64-row one; 389 and 131: the moved tile starts
-    on a multiple of 4, a_scale's TMA alignment, and overhangs M by 3 rows; 100: one 128-row
-    block, never moved, and 36 rows in the last 64-row block, moved only by 2; 1000: 104 of 128,
-    moved only by 2; 131 and 4000 with several tiles per CTA). The swapped tiles never move (their
-    rows are b's columns). A value outside 0-2 is refused."""
+    wherever it is part full (2). 1 and 2 also move the tile of a last column block that runs
+    past N back to end at N (at most of these N for the 96-, 160- and 192-wide tiles), and trim
+    A's boxes to M rows where M is less than one row block, the stage's other rows keeping stale
+    data (rows of an earlier k block or tile, or whatever shared memory held). A moved tile
+    recomputes rows (columns) of the block before it, and both tiles store them: the output must
+    not change by a bit, and must match the reference. M = 388: 4 rows in the last 128-row block,
+    4 in the last 64-row one; 389 and 131: the moved tile starts on a multiple of 4, a_scale's TMA
+    alignment, and overhangs M by 3 rows; 100: one 128-row block, never moved but trimmed, and 36
+    rows in the last 64-row block, moved only by 2; 37 and 77 x 16384, less than one block,
+    trimmed, the latter with several tiles per CTA; 1000: 104 of 128, moved only by 2; 131 and
+    4000 with several tiles per CTA. The swapped tiles never move (their rows are b's columns).
+    A value outside 0-2 is refused."""
     use_cuda_kernel(kernel, monkeypatch)
-    for m, n, k in [(388, 640, 512), (389, 640, 512), (100, 384, 256), (1000, 1152, 384),
-                    (131, 3072, 1024), (4000, 2048, 256)]:  # fmt: skip
+    for m, n, k in [(388, 640, 512), (389, 640, 512), (100, 384, 256), (37, 896, 640),
+                    (77, 16384, 256), (1000, 1152, 384), (131, 3072, 1024),
+                    (4000, 2048, 256)]:  # fmt: skip
         a, b, a_scale, b_scale = make_inputs(m, n, k, torch.float8_e4m3fn, device, seed=m + n)
         outs = []
         for shift in ("0", "1", "2"):
@@ -427,6 +433,7 @@ def test_own_kernels_with_several_tiles_per_sm(
         "own_64x64_x2",
         "own_64x96_x2",
         "own_128x112_pipe_pdl",
+        "own_128x96_pipe_pdl",
         "own_128x64_x2",
         "own_128x128_pipe_pdl",
     ],
@@ -492,7 +499,9 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
     # (M = 192) and 64 x 48, 64 x 64 and 64 x 96 with it, two CTAs per SM of 64 x 64 at M = 48 (a
     # part-empty row block) and, with short K, 128 x 64 in two CTAs per SM at 512 x 7168 (the
     # fullest waves) and the 96-wide 128-row tiles at 768 x 7168 (three waves or more); 64 x 64 at
-    # 136 x 2560 x 1664 (the few-tiles rule's 64-row tiles below K = 2048). The last five take the
+    # 136 x 2560 x 1664 (the few-tiles rule's 64-row tiles below K = 2048); the 96-wide 128-row
+    # tiles with programmatic dependent launch at 100 x 9984 (M <= 128, A's boxes trimmed to its
+    # 100 rows). The last five take the
     # swapped tiles, 80 to 192 output rows wide, the output stored transposed (M = 65, 147 and 177
     # also pad a_scale).
     [
@@ -534,6 +543,7 @@ def test_back_to_back_calls_wait_for_the_kernels_before_them(
         (512, 7168, 256),
         (768, 7168, 256),
         (136, 2560, 1664),
+        (100, 9984, 2048),
         (65, 14848, 2048),
         (130, 12672, 2048),
         (147, 12928, 2048),
