@@ -20,8 +20,8 @@ struct Problem {
   int m, n, k;
   int device, sm_count;
   // The tile scheduler's order: swizzle 1, 2, 4 or 8 tiles; raster 0 heuristic, 1 along M, 2
-  // along N (cutlass::gemm::kernel::detail::RasterOrderOptions). Our own kernel's last row block:
-  // Sm90Order::shift (gemm_sm90.h).
+  // along N (cutlass::gemm::kernel::detail::RasterOrderOptions). Our own kernel's last row and
+  // column blocks and A's boxes below one row block: Sm90Order::shift (gemm_sm90.h).
   int swizzle, raster, shift;
 };
 
