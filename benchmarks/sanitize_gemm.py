@@ -17,14 +17,16 @@ import torch
 from gemm.reference import gemm_reference
 
 # M = 1, M not a multiple of any tile, K = one scale block, K past the pipeline's stages (the
-# smem ring wraps), N one and several tiles; the last, about two tiles per SM of every
-# configuration, so that a persistent CTA moves on to a next tile (ping-pong: the other math
-# warpgroup's) with K past the stages.
+# smem ring wraps), N one and several tiles; 160, a last 64-row block half full (our kernel's
+# 64-row tiles move its tile back to end at M, the 128-row ones theirs, a quarter full); the
+# last, about two tiles per SM of every configuration, so that a persistent CTA moves on to a
+# next tile (ping-pong: the other math warpgroup's) with K past the stages.
 SHAPES = [
     (1, 128, 128),
     (37, 256, 384),
     (130, 384, 256),
     (129, 128, 1024),
+    (160, 384, 512),
     (200, 256, 2048),
     (600, 4608, 640),
 ]

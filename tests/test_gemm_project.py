@@ -354,6 +354,27 @@ def test_sm90_table_takes_128x160_where_its_waves_hold_far_fewer_columns(tmp_pat
 
 
 @requires_nvcc
+def test_sm90_table_takes_128x256_over_128x192_from_20_waves(tmp_path: Path) -> None:
+    """Where the 192-wide rule chose between our 128 x 192 and 128 x 256 by the columns their
+    waves hold, 128 x 256 ran ahead wherever the 192-wide tiles made 20 waves or more, though its
+    waves held up to 4.3 % more columns: +4.5 % at 19 random shapes (RESULTS.md 30a), +5.4 % at
+    24 fresh ones (30b). In fewer waves the columns decide as before: 128 x 192 at 14 waves of
+    6144 x 7168 x 2048 (1083 vs 1030) and at 19 of 6412 x 9344 x 7168."""
+    assert_table_chooses(
+        tmp_path,
+        {
+            (6400, 32384, 6144): "own_128x256",
+            (5452, 30848, 6656): "own_128x256",
+            (5604, 26368, 7680): "own_128x256",
+            (4024, 16256, 4608): "own_128x256",
+            (6144, 7168, 2048): "own_128x192",
+            (6412, 9344, 7168): "own_128x192",
+            (4096, 4096, 7168): "own_128x256",
+        },
+    )
+
+
+@requires_nvcc
 def test_sm90_table_takes_64x128_over_128x64_and_128x112_only_past_n_2048(tmp_path: Path) -> None:
     """Where 128 x 64 and 64 x 128 tiles cost the same, 64 x 128 was ahead at all 24 random shapes
     measured (+18 %, RESULTS.md 27a), and at 96 < M <= 256 from K = 1664 it no longer hands the

@@ -313,11 +313,12 @@ __host__ __device__ __forceinline__ void tile_coords(const Params& p, int tile, 
 
 // The first of the rows a tile loads, computes and stores: its row block's, except in the last
 // row block where the launch moved the tile back to end at row M (Sm90Order::shift, where that
-// block is less than half full; the launch's last_row0). Its rows then overlap the block before's,
-// whose tile computes the same values for them bit for bit (an output element's sum does not
-// depend on where its row sits in the tile), and both store them. Why: TMA loads of A boxes
-// mostly past M (rows the TMA fills with zeros) slowed every CTA of the call, not only those
-// loading them: 36.1 against 26.4 us per call at 388 x 3712 x 8192 (RESULTS.md 28).
+// block is less than half full, for 64-row tiles wherever it is part full; the launch's
+// last_row0). Its rows then overlap the block before's, whose tile computes the same values for
+// them bit for bit (an output element's sum does not depend on where its row sits in the tile),
+// and both store them. Why: TMA loads of A boxes mostly past M (rows the TMA fills with zeros)
+// slowed every CTA of the call, not only those loading them: 36.1 against 26.4 us per call at
+// 388 x 3712 x 8192 (RESULTS.md 28).
 template <class Cfg>
 __device__ __forceinline__ int tile_row0(const Params& p, int m_blk) {
   return m_blk == p.num_m_blocks - 1 ? p.last_row0 : m_blk * Cfg::kBlockM;

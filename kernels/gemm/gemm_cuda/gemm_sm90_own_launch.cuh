@@ -105,8 +105,16 @@ cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
   // multiple of 128.
   const int64_t last_block_row0 = int64_t{params.num_m_blocks - 1} * Cfg::kBlockM;
   const int64_t last_rows = rows - last_block_row0;
+  // Shift 1 moves a 128-row tile where the block is less than half full (moved over a half-full
+  // one it lost 4-7 %, RESULTS.md 28), a 64-row tile wherever it is part full. Those had moved
+  // as the 128-row ones did until run 30; a half-full block (32 of 64 rows past M) then slowed
+  // them as much as an emptier one: moved, +10 % (geometric mean) at 16 random such shapes,
+  // 1.00-1.29 (624 against 484 TFLOP/s at 160 x 7296 x 7936, 884 against 686 at
+  // 288 x 29440 x 6144); over blocks more than half full, +2 % at 12, 0.99-1.20 (805 against 656
+  // at 291 x 18048 x 8192; RESULTS.md 30c).
+  const bool move_on_shift_1 = Cfg::kBlockM == 64 || 2 * last_rows < Cfg::kBlockM;
   const bool shift_rows = !kSwap && rows >= Cfg::kBlockM && last_rows < Cfg::kBlockM &&
-                          (p.shift == 2 || (p.shift == 1 && 2 * last_rows < Cfg::kBlockM));
+                          (p.shift == 2 || (p.shift == 1 && move_on_shift_1));
   params.last_row0 =
       static_cast<int>(shift_rows ? (rows - Cfg::kBlockM + 3) / 4 * 4 : last_block_row0);
   // The last column block's tile (tile_col0): moved back to end at N wherever it runs past N and

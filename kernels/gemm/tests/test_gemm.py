@@ -375,22 +375,23 @@ def test_own_kernels_give_the_same_bits_wherever_the_last_row_block_tile_sits(
     device: str, kernel: str, monkeypatch: pytest.MonkeyPatch
 ):
     """GEMM_SM90_SHIFT places the tile of a last row block that runs past M: in its row block (0),
-    moved back to end at row M where that block is less than half full (1, the default), or
-    wherever it is part full (2). 1 and 2 also move the tile of a last column block that runs
-    past N back to end at N (at most of these N for the 96-, 160- and 192-wide tiles), and trim
-    A's boxes to M rows where M is less than one row block, the stage's other rows keeping stale
-    data (rows of an earlier k block or tile, or whatever shared memory held). A moved tile
-    recomputes rows (columns) of the block before it, and both tiles store them: the output must
-    not change by a bit, and must match the reference. M = 388: 4 rows in the last 128-row block,
-    4 in the last 64-row one; 389 and 131: the moved tile starts on a multiple of 4, a_scale's TMA
-    alignment, and overhangs M by 3 rows; 100: one 128-row block, never moved but trimmed, and 36
-    rows in the last 64-row block, moved only by 2; 37 and 77 x 16384, less than one block,
-    trimmed, the latter with several tiles per CTA; 1000: 104 of 128, moved only by 2; 131 and
-    4000 with several tiles per CTA. The swapped tiles never move (their rows are b's columns).
-    A value outside 0-2 is refused."""
+    moved back to end at row M where that block is less than half full (64-row tiles: wherever
+    it is part full; 1, the default), or wherever it is part full (2). 1 and 2 also move the tile
+    of a last column block that runs past N back to end at N (at most of these N for the 96-,
+    160- and 192-wide tiles), and trim A's boxes to M rows where M is less than one row block,
+    the stage's other rows keeping stale data (rows of an earlier k block or tile, or whatever
+    shared memory held). A moved tile recomputes rows (columns) of the block before it, and both
+    tiles store them: the output must not change by a bit, and must match the reference.
+    M = 388: 4 rows in the last 128-row block, 4 in the last 64-row one; 389 and 131: the moved
+    tile starts on a multiple of 4, a_scale's TMA alignment, and overhangs M by 3 rows; 100: one
+    128-row block, never moved but trimmed, and 36 rows in the last 64-row block (moved by 1
+    for 64-row tiles); 160: 32 rows in the last 64-row block, half full; 37 and 77 x 16384, less
+    than one block, trimmed, the latter with several tiles per CTA; 1000: 104 of 128, moved
+    only by 2 in 128-row tiles; 131 and 4000 with several tiles per CTA. The swapped tiles
+    never move (their rows are b's columns). A value outside 0-2 is refused."""
     use_cuda_kernel(kernel, monkeypatch)
     for m, n, k in [(388, 640, 512), (389, 640, 512), (100, 384, 256), (37, 896, 640),
-                    (77, 16384, 256), (1000, 1152, 384), (131, 3072, 1024),
+                    (77, 16384, 256), (1000, 1152, 384), (160, 1152, 512), (131, 3072, 1024),
                     (4000, 2048, 256)]:  # fmt: skip
         a, b, a_scale, b_scale = make_inputs(m, n, k, torch.float8_e4m3fn, device, seed=m + n)
         outs = []
