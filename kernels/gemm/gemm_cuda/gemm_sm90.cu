@@ -482,15 +482,17 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   //   1084 vs 1026 at 4096 x 24576 x 1536 (equal), 1194 vs 1122 at 8192 x 7168 x 7168; 192-wide
   //   where theirs hold fewer: 1251 vs 1142 at 2048 x 7168 x 7168, 1205 vs 1084 at
   //   6144 x 7168 x 2048, 1309 vs 938 at 6144 x 1536 x 7168, equal at 6144 x 4608 x 7168.
-  //   Since run 30 also wherever the 192-wide tiles make 20 waves or more (the 256-wide ones'
-  //   then held at most 4.3 % more columns in the sample below): there a 256-wide column cost
-  //   less. Not understood; a guess, not measured: fewer operand bytes per multiply-add through
-  //   L2 and shared memory, under the power cap. At 44 random shapes where the rule took
-  //   128 x 192 (RESULTS.md 30a), 128 x 256 against it: from 20 waves +4.5 % (geometric mean) at
-  //   19, the least 0.976; 17-19 waves +1.4 % at 6; 13-16 -0.7 % at 9; up to 12, -3.9 % at 10
-  //   (1030 vs 1083 at 6144 x 7168 x 2048, 14 waves). At 24 fresh shapes the change took (30b):
-  //   +5.4 %, from 0.98 to 1.12 (1172 vs 1054 at 6400 x 32384 x 6144, 1167 vs 1043 at
-  //   5452 x 30848 x 6656), behind cuBLAS at none of them, not 6.
+  //   Since run 30 also wherever the 192-wide tiles make 20 waves or more from K = 2048 (the
+  //   256-wide ones' then held at most 4.3 % more columns in the sample below): there a
+  //   256-wide column cost less. Not understood; a guess, not measured: fewer operand bytes per
+  //   multiply-add through L2 and shared memory, under the power cap. At 44 random shapes where
+  //   the rule took 128 x 192 (RESULTS.md 30a), 128 x 256 against it: from 20 waves +4.5 %
+  //   (geometric mean) at 19, the least 0.976; 17-19 waves +1.4 % at 6; 13-16 -0.7 % at 9; up to
+  //   12, -3.9 % at 10 (1030 vs 1083 at 6144 x 7168 x 2048, 14 waves). At 24 fresh shapes the
+  //   change took (30b): +5.4 %, from 0.98 to 1.12 (1172 vs 1054 at 6400 x 32384 x 6144, 1167 vs
+  //   1043 at 5452 x 30848 x 6656), behind cuBLAS at none of them, not 6. Below K = 2048, 1.4 %
+  //   behind at 20 random such shapes (30g; 2-4 % at K = 1152 to 1408, 940 vs 1004 at
+  //   4172 x 16512 x 1152), so not there.
   // - Our 128 x 160 tiles in their place (K > 1024) where its waves hold at most 0.9 of the
   //   columns of the better of the two (since run 29): +20 % (geometric mean) at 20 random such
   //   shapes (RESULTS.md 29f), the least +15 %; 1176 vs 969 at 1292 x 9600 x 5632 (five waves of
@@ -502,7 +504,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
     if (k <= 1024) return index_of("own_128x192_shortk");
     const int64_t wide = std::min(wave_columns(256), wave_columns(192));
     if (10 * wave_columns(160) <= 9 * wide) return index_of("own_128x160");
-    const bool many_waves = waves(tiles192) >= 20;
+    const bool many_waves = waves(tiles192) >= 20 && k >= 2048;
     return index_of(wave_columns(256) <= wave_columns(192) || many_waves ? "own_128x256"
                                                                           : "own_128x192");
   };
