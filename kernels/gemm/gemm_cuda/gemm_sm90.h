@@ -16,9 +16,9 @@ extern "C" const char* gemm_sm90_config_name(int config);
 // tiles; raster 0 = CUTLASS's heuristic, 1 = along M, 2 = along N. And where our own kernel puts
 // the tile of a last row block that runs past M: `shift` 0 = in its row block, 1 = moved back to
 // end at row M where that block is less than half full (64-row tiles: part full), 2 = wherever
-// it is part full (gemm_sm90_own_kernel.cuh, tile_row0); 1 and 2 also move the tile of a last column block
-// that runs past N back to end at column N (tile_col0), and where M is less than one row block
-// trim A's TMA boxes to M rows (gemm_sm90_own_launch.cuh); 0 does neither.
+// it is part full (gemm_sm90_own_kernel.cuh, tile_row0); 1 and 2 also move the tile of a last
+// column block that runs past N back to end at column N (tile_col0), and where M is less than one
+// row block trim A's TMA boxes to M rows (gemm_sm90_own_launch.cuh); 0 does neither.
 struct Sm90Order {
   int swizzle;
   int raster;
