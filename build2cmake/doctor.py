@@ -6,6 +6,7 @@ cmake -P); the CUDA search mirrors build2cmake_cuda.cmake. What doctor finds is 
 
 from __future__ import annotations
 
+import io
 import os
 import platform
 import re
@@ -14,12 +15,12 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from build2cmake import __version__
-from build2cmake.builder import cmake_program
+from build2cmake import __version__, rocm_discovery
+from build2cmake.builder import auto_backend, cmake_program
 from build2cmake.config import load_project
 from build2cmake.errors import Build2CMakeError, printable
 from build2cmake.model import Project
-from build2cmake.render import rocm_discovery_module
+from build2cmake.rocm_discovery import RocmInstall, incomplete_library
 from build2cmake.variant import TorchInfo, arch_variant, query_torch
 
 DEBIAN_ROCM_PACKAGES = "hipcc libamdhip64-dev rocm-device-libs libamd-comgr-dev libhsa-runtime-dev"
@@ -70,52 +71,17 @@ def _output(command: list[str]) -> str:
     return result.stdout + result.stderr
 
 
-@dataclass(frozen=True)
-class RocmInstall:
-    """The ROCm installation the generated CMake would build with."""
-
-    root: str
-    layout: str  # "rocm" (a release tree) or "distribution"
-    layout_detail: str  # which layout of build2cmake_find_rocm.cmake matched, in words
-    compiler: str
-    bitcode: str
-    version: str  # HIP version from hip_version.h, e.g. "6.4.43484"; "" when unknown
-    offload_flags: str  # extra device-code flags the build adds, e.g. "--offload-compress"
-    thrust: str = ""  # <root>/include/thrust/complex.h when rocThrust is installed, else ""
-    thrust_hint: str = ""  # how to install rocThrust here, in the build's own words
-
-
 def find_rocm() -> tuple[RocmInstall | None, str]:
     """Run the build's own ROCm discovery (cmake -P build2cmake_find_rocm.cmake).
 
     Returns the installation found (or None) and the roots that were searched, so that doctor
     and the build cannot disagree about where ROCm is.
     """
-    module = rocm_discovery_module()
     try:
         cmake = cmake_program()
     except Build2CMakeError:
         return None, "nothing: cmake is not installed (python -m pip install cmake)"
-    fields: dict[str, str] = {}
-    for line in _output([cmake, "-P", str(module)]).splitlines():
-        name, sep, value = line.partition("=")
-        if sep:
-            fields[name] = value
-    searched = fields.get("searched", "")
-    if not fields.get("root") or not fields.get("compiler"):
-        return None, searched
-    install = RocmInstall(
-        root=fields["root"],
-        layout=fields.get("layout", ""),
-        layout_detail=fields.get("layout_detail", ""),
-        compiler=fields["compiler"],
-        bitcode=fields.get("bitcode", ""),
-        version=fields.get("version", ""),
-        offload_flags=fields.get("offload_flags", ""),
-        thrust=fields.get("thrust", ""),
-        thrust_hint=fields.get("thrust_hint", ""),
-    )
-    return install, searched
+    return rocm_discovery.find_rocm(cmake)
 
 
 def find_hip_compiler() -> Compiler | None:
@@ -150,9 +116,9 @@ def find_nvcc() -> Compiler | None:
     candidates.append((Path("/usr/local/cuda/bin/nvcc"), "/usr/local/cuda"))
     for path, origin in candidates:
         if path.is_file():
-            version = re.search(r"release (\d+\.\d+)", _output([str(path), "--version"]))
+            version = re.search(r"release ([0-9]+\.[0-9]+)", _output([str(path), "--version"]))
             codes = _output([str(path), "--list-gpu-code"])
-            targets = tuple(sorted(set(re.findall(r"sm_\d+[af]?", codes)), key=_sm_key))
+            targets = tuple(sorted(set(re.findall(r"sm_[0-9]+[af]?", codes)), key=_sm_key))
             return Compiler(str(path), version.group(1) if version else "unknown", targets, origin)
     return None
 
@@ -217,6 +183,7 @@ def diagnose(build_toml: Path | None) -> Report:
             _check_rocm(report, build_toml, project, hip)
             if rocm is not None:
                 _check_rocthrust(report, project, rocm)
+                _list_rocm_libraries(report, rocm)
         elif backend == "cuda":
             _check_cuda(report, build_toml, project, nvcc)
         elif backend == "cpu":
@@ -228,9 +195,17 @@ def diagnose(build_toml: Path | None) -> Report:
                 f"  {backend}: not built by build2cmake (it builds cpu, cuda, rocm)"
             )
     if torch is not None and torch.backend not in project.backends:
+        # What pip and `build` would do: the build's own rule (build2cmake_backend.cmake).
+        try:
+            chosen = auto_backend(
+                list(project.buildable_backends), torch.backend, log=io.StringIO()
+            )
+            then = f"pip and build2cmake build choose {chosen}, the one with a compiler here"
+        except Build2CMakeError:
+            then = "choose one with --backend (pip: -C cmake.define.BUILD2CMAKE_BACKEND=<backend>)"
         report.lines.append(
             f"  note: the installed torch is a {torch.backend} build, which this kernel does not "
-            f"declare; build with --backend {project.backends[0]}"
+            f"declare; {then}"
         )
     report.lines.append("no problems found" if report.ok else f"{report.problems} problem(s)")
     return report
@@ -280,6 +255,22 @@ def _check_rocthrust(report: Report, project: Project, rocm: RocmInstall) -> Non
     )
 
 
+def _list_rocm_libraries(report: Report, rocm: RocmInstall) -> None:
+    """The ROCm libraries kernels include (kernel-builder's ROCm build environment has them all):
+    where each was found, or how to install it. A missing one is a problem only for a kernel
+    that includes it, which configure names (with the file that includes it)."""
+    where = rocm.library_dirs.replace(":", ", ") or f"{rocm.root}/include"
+    report.lines.append(f"  rocm libraries (looked in {where}):")
+    width = max((len(lib.name) for lib in rocm.libraries), default=0)
+    for lib in rocm.libraries:
+        if lib.path and lib.incomplete:
+            report.lines.append(f"    {lib.name:<{width}}  {incomplete_library(lib)}")
+        elif lib.path:
+            report.lines.append(f"    {lib.name:<{width}}  found: {lib.path}")
+        else:
+            report.lines.append(f"    {lib.name:<{width}}  missing <{lib.header}>: {lib.install}")
+
+
 def _check_cuda(report: Report, build_toml: Path, project: Project, nvcc: Compiler | None) -> None:
     kernels = project.kernels_for("cuda")
     wanted = sorted(
@@ -296,7 +287,7 @@ def _check_cuda(report: Report, build_toml: Path, project: Project, nvcc: Compil
         return
     unsupported = []
     for capability in wanted:
-        match = re.match(r"^(\d+)\.(\d)", capability)
+        match = re.match(r"^([0-9]+)\.([0-9])", capability)
         if match and nvcc.targets and f"sm_{match.group(1)}{match.group(2)}" not in nvcc.targets:
             unsupported.append(capability)
     report.lines.append(

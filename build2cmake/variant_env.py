@@ -19,10 +19,13 @@ What goes in:
 - CPU variants against a CUDA torch (PyPI's Linux torch): the toolkit of torch's CUDA release
   too, because torch's CMake package looks for it.
 - `nvidia-cutlass` when a CUDA kernel depends on cutlass.
-- ROCm variants: torch from `--index-url` (PyTorch's own index, e.g.
-  https://download.pytorch.org/whl/rocm7.1; ROCm torch is not on PyPI). The HIP compiler is not
-  on PyPI either: the machine's ROCm builds it, and the build refuses a ROCm whose major release
-  differs from torch's.
+- ROCm variants: torch from PyTorch's ROCm index of the variant's release
+  (https://download.pytorch.org/whl/rocmX.Y; ROCm torch is not on PyPI), or the user's
+  `--index-url`. Where that index cannot be reached, torch of the same release from PyPI (or the
+  sources given) stands in: a CPU or CUDA build, whose headers and libraries compile a kernel that
+  includes none of torch's GPU headers (variant_builds checks that and records the stand-in). The
+  HIP compiler is not on PyPI either: a ROCm of the variant's release on the machine, or in a
+  build2cmake chroot, builds it (rocm_installs).
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -58,15 +62,67 @@ class PackageSources:
     find_links: tuple[str, ...] = ()
 
     def uv_arguments(self) -> list[str]:
-        """The uv pip install options that name these sources."""
+        """The uv pip install options that name these sources (a folder as an absolute path:
+        uv runs in a neutral folder)."""
         args = []
         if self.index_url:
-            args += ["--index-url", self.index_url]
+            args += ["--index-url", _absolute(self.index_url)]
         for url in self.extra_index_urls:
-            args += ["--extra-index-url", url]
+            args += ["--extra-index-url", _absolute(url)]
         for link in self.find_links:
-            args += ["--find-links", link]
+            args += ["--find-links", _absolute(link)]
         return args
+
+
+def _absolute(source: str) -> str:
+    """A URL as it is; a local path made absolute against the current folder."""
+    return source if "://" in source else os.path.abspath(source)
+
+
+# PyTorch's index of ROCm builds of torch, one per ROCm release.
+ROCM_TORCH_INDEX = "https://download.pytorch.org/whl/rocm{major}.{minor}"
+# How long an index may take to answer before it counts as unreachable (a machine without
+# access to it should not wait long for every ROCm variant).
+_PROBE_SECONDS = 3.0
+
+
+def rocm_torch_index(release: tuple[int, int]) -> str:
+    """PyTorch's index of torch builds for ROCm `release`."""
+    return ROCM_TORCH_INDEX.format(major=release[0], minor=release[1])
+
+
+def index_reachable(url: str, timeout: float = _PROBE_SECONDS) -> bool:
+    """Whether `url` answers (any HTTP answer but an error) within `timeout` seconds."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class TorchSources:
+    """Where a variant's torch comes from, and, when not from where it should, why."""
+
+    sources: PackageSources
+    unreachable: str | None = None  # the ROCm index that could not be reached
+
+
+def torch_sources(
+    variant: HubVariant,
+    sources: PackageSources,
+    *,
+    reachable: Callable[[str], bool] = index_reachable,
+) -> TorchSources:
+    """The sources of `variant`'s environment: for a ROCm variant PyTorch's ROCm index of its
+    release, unless the user named an index (--index-url) or that index cannot be reached
+    (then `sources` as given: PyPI's torch of the same release stands in)."""
+    if variant.backend != "rocm" or variant.toolkit is None or sources.index_url:
+        return TorchSources(sources)
+    index = rocm_torch_index(variant.toolkit)
+    if reachable(index + "/torch/"):
+        return TorchSources(replace(sources, index_url=index))
+    return TorchSources(sources, unreachable=index)
 
 
 @dataclass(frozen=True)
@@ -103,13 +159,14 @@ def cache_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "build2cmake"
 
 
-def toolkit_packages(cuda: tuple[int, int]) -> list[str]:
+def toolkit_packages(cuda: tuple[int, int], *, newest_minor: bool = False) -> list[str]:
     """The PyPI packages that make a CUDA toolkit able to compile (nvcc, its headers, NVVM, the
     runtime), or [] where PyPI has none: the 12.x nvidia-cuda-nvcc-cu12 wheels carry only ptxas
-    and NVVM, not nvcc, so CUDA 12 comes from the machine (system_toolkit)."""
+    and NVVM, not nvcc, so CUDA 12 comes from the machine (system_toolkit). `newest_minor`: the
+    newest release of that major one instead of X.Y."""
     if cuda[0] < 13:
         return []
-    release = f"{cuda[0]}.{cuda[1]}.*"
+    release = f"{cuda[0]}.*" if newest_minor else f"{cuda[0]}.{cuda[1]}.*"
     names = [
         "nvidia-cuda-nvcc",
         "nvidia-cuda-crt",
@@ -136,7 +193,9 @@ def system_toolkit(cuda: tuple[int, int]) -> Path:
 def requirements(variant: HubVariant, *, cutlass: bool = False) -> list[str]:
     """The packages (PEP 508) of `variant`'s environment, before torch's own dependencies."""
     major, minor = variant.torch
-    packages = [f"torch>={major}.{minor},<{major}.{minor + 1}"]
+    # A tvm-ffi variant is compiled against apache-tvm-ffi of its release, and no torch.
+    runtime = "apache-tvm-ffi" if variant.framework == "tvm-ffi" else "torch"
+    packages = [f"{runtime}>={major}.{minor},<{major}.{minor + 1}"]
     if variant.backend == "cuda" and variant.toolkit is not None:
         if variant.toolkit[0] < 12:
             raise Build2CMakeError(
@@ -163,10 +222,14 @@ def _locked_file(path: Path) -> Iterator[None]:
 def _uv(args: Sequence[str], log: TextIO | None) -> None:
     command = [uv_program(), *args]
     print(printable("+ " + " ".join(command)), file=log or sys.stdout, flush=True)
+    # In a neutral folder: uv reads uv.toml and pyproject.toml's [tool.uv] from the folder it
+    # runs in and its parents, and a clone's would add its own indexes or wheels to the cached
+    # environment every later build of that variant reuses (the user's uv.toml still applies).
     result = subprocess.run(
         command,
         stdout=log,
         stderr=subprocess.STDOUT if log is not None else None,
+        cwd=NEUTRAL_FOLDER,
         check=False,
     )
     if result.returncode != 0:
@@ -228,13 +291,25 @@ def _create(
     env_python = path / "bin" / "python"
     _uv(["venv", "--quiet", "--python", python, str(path)], log)
     install = ["pip", "install", "--python", str(env_python), *sources.uv_arguments()]
-    _uv([*install, "--no-deps", *packages], log)
-    extra = _torch_build_dependencies(env_python)
-    if extra:
-        _uv([*install, *extra], log)
-    cuda = variant.toolkit if variant.backend == "cuda" else _torch_cuda(env_python)
+    if variant.framework == "tvm-ffi":
+        # apache-tvm-ffi's own dependencies are small and needed; there is no torch to trim.
+        _uv([*install, *packages], log)
+    else:
+        _uv([*install, "--no-deps", *packages], log)
+        extra = _torch_build_dependencies(env_python)
+        if extra:
+            _uv([*install, *extra], log)
+    if variant.backend == "cuda" or variant.framework == "tvm-ffi":
+        cuda = variant.toolkit
+    else:
+        cuda = _torch_cuda(env_python)
     if cuda is not None and variant.backend != "cuda" and toolkit_packages(cuda):
-        _uv([*install, "--no-deps", *toolkit_packages(cuda)], log)
+        # A ROCm variant compiles no CUDA at all: nvcc only passes the probe torch's CMake package
+        # makes, for which the newest release of torch's major one is taken, as it knows the
+        # newest glibc (CUDA 13.0's math_functions.h clashes with glibc 2.42's rsqrt, in the
+        # ROCm 7.2 chroot's Debian sid).
+        newest = variant.backend == "rocm"
+        _uv([*install, "--no-deps", *toolkit_packages(cuda, newest_minor=newest)], log)
     cuda_root = path / "lib" / f"python{_python_minor(env_python)}" / "site-packages" / "nvidia"
     if cuda_root.is_dir():
         _merge_toolkit(cuda_root, path / "cuda")

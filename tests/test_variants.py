@@ -3,6 +3,7 @@ ops id, the toolkit a variant is named after, and -D values that must not stick.
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from collections.abc import Callable
@@ -11,8 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from build2cmake import api
+from build2cmake import api, variant_builds
 from build2cmake.builder import fresh_cache_arguments
+from build2cmake.config import load_project
 from build2cmake.errors import Build2CMakeError
 from build2cmake.hub_variants import (
     HubVariant,
@@ -21,9 +23,10 @@ from build2cmake.hub_variants import (
     project_variants,
     required_variants,
 )
+from build2cmake.rocm_installs import SearchRoots, discover, pick
 from build2cmake.variant import toolkit_for_variant
 from build2cmake.variant_builds import VariantResult, split_jobs, summary_table
-from build2cmake.variant_env import PackageSources, requirements, system_toolkit
+from build2cmake.variant_env import PackageSources, requirements, system_toolkit, torch_sources
 from tests.conftest import run_cli
 
 
@@ -167,6 +170,27 @@ def test_github_workflow_is_yaml_whose_matrix_is_list_variants(
     uploads = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
     assert uploads[0]["with"]["path"] == "scale_add/build/torch*/"
     assert workflow["jobs"]["collect"]["needs"] == "build"
+
+
+def test_github_workflow_compiles_through_sccache_on_the_actions_cache(
+    project: Callable[[str], Path], tmp_path: Path
+) -> None:
+    root = project("scale_add")
+    output = tmp_path / "variants.yml"
+    result = run_cli("ci", "github", root / "build.toml", "--repository", tmp_path, "-o", output)
+    assert result.returncode == 0, result.stderr
+    job = yaml.safe_load(output.read_text())["jobs"]["build"]
+    # sccache's documented GitHub Actions storage: the switch in the job's environment (which is
+    # also what makes the generated build pick sccache), and the action that installs sccache
+    # and exports the cache's URL and token, set up before the build step.
+    assert job["env"]["SCCACHE_GHA_ENABLED"] == "true"
+    uses = [s.get("uses", "") for s in job["steps"]]
+    names = [s.get("name", "") for s in job["steps"]]
+    action = next(i for i, u in enumerate(uses) if u.startswith("mozilla-actions/sccache-action@"))
+    assert action < next(i for i, n in enumerate(names) if n.startswith("Build "))
+    # ccache is no longer installed nor cached: its objects would never be read.
+    text = output.read_text()
+    assert "ccache" not in text.replace("sccache", "")
 
 
 def test_github_workflow_refuses_a_build_toml_outside_the_repository(
@@ -314,3 +338,160 @@ def test_cuda_12_comes_from_the_machine_and_its_absence_is_one_clear_error(
     (tmp_path / "cuda" / "bin" / "nvcc").write_text("")
     monkeypatch.setenv("CUDA_HOME_12_8", str(tmp_path / "cuda"))
     assert system_toolkit((12, 8)) == tmp_path / "cuda"
+
+
+# ROCm installations by version (rocm_installs), on fake trees: a few files at a temp path.
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def _roots(tmp_path: Path, env: dict[str, str] | None = None) -> SearchRoots:
+    return SearchRoots(
+        env=env or {},
+        opt=tmp_path / "opt",
+        system_prefix=tmp_path / "usr",
+        dpkg_status=tmp_path / "var/lib/dpkg/status",
+        chroot_cache=tmp_path / "cache",
+    )
+
+
+_HIP_VERSION_H = (
+    "#define HIP_VERSION_MAJOR {}\n#define HIP_VERSION_MINOR {}\n#define HIP_VERSION_PATCH 43484\n"
+)
+
+
+def test_a_side_by_side_release_tree_is_found_by_its_info_version(tmp_path: Path) -> None:
+    _tree(tmp_path / "opt/rocm-7.1.1", {".info/version": "7.1.1-38\n"})
+    (tmp_path / "opt/rocm").symlink_to("rocm-7.1.1")  # AMD's installer links the default one
+    installs = discover(_roots(tmp_path))
+    # Reached twice (/opt/rocm and /opt/rocm-7.1.1): listed once, under the first name.
+    assert [(i.version, i.found_in) for i in installs] == [("7.1.1", str(tmp_path / "opt/rocm"))]
+    assert pick(installs, (7, 1)) == installs[0] and pick(installs, (7, 2)) is None
+
+
+def test_rocm_path_is_found_by_its_hip_version_header(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "elsewhere", {"include/hip/hip_version.h": _HIP_VERSION_H.format(7, 2)})
+    installs = discover(_roots(tmp_path, {"ROCM_PATH": str(root)}))
+    assert [(i.root, i.version, i.found_in) for i in installs] == [(root, "7.2", "$ROCM_PATH")]
+
+
+def test_hip_path_naming_the_hip_folder_finds_the_release_above_it(tmp_path: Path) -> None:
+    # Neither version file nor header: the folder's name is the version.
+    _tree(tmp_path / "x/rocm-6.4.3/hip", {"bin/hipcc": ""})
+    installs = discover(_roots(tmp_path, {"HIP_PATH": str(tmp_path / "x/rocm-6.4.3/hip")}))
+    assert [(i.root.name, i.version) for i in installs] == [("rocm-6.4.3", "6.4.3")]
+
+
+def test_debians_usr_is_found_by_the_libamdhip64_dev_package(tmp_path: Path) -> None:
+    _tree(tmp_path / "usr", {"include/hip/hip_version.h": _HIP_VERSION_H.format(5, 2)})
+    status = (
+        "Package: libamdhip64-5\nStatus: install ok installed\nVersion: 9.9.9-1\n\n"
+        "Package: libamdhip64-dev\nStatus: install ok installed\nVersion: 5.2.3-8\n"
+    )
+    _tree(tmp_path, {"var/lib/dpkg/status": status})
+    assert [(i.version, i.root) for i in discover(_roots(tmp_path))] == [
+        ("5.2.3", tmp_path / "usr")
+    ]
+    # Without dpkg's record (another distribution), the header's major.minor.
+    (tmp_path / "var/lib/dpkg/status").unlink()
+    assert [i.version for i in discover(_roots(tmp_path))] == ["5.2"]
+
+
+def test_a_build2cmake_chroot_is_found_and_one_being_made_is_not(tmp_path: Path) -> None:
+    made = {".b2c-stamp": "suite=rocm72\n", ".b2c-rocm-version": "7.2.4-1~exp2\n"}
+    _tree(tmp_path / "cache/rocm-chroot-rocm72", made)
+    _tree(tmp_path / "cache/rocm-chroot-rocm72.tmp.123", {".b2c-rocm-version": "7.2.4\n"})
+    _tree(tmp_path / "cache/rocm-chroot-sid", {".b2c-rocm-version": "6.4.3\n"})  # no stamp
+    _tree(tmp_path / "opt/rocm-7.2.0", {".info/version": "7.2.0\n"})
+    installs = discover(_roots(tmp_path))
+    assert [(i.version, i.suite) for i in installs] == [("7.2.0", None), ("7.2.4", "rocm72")]
+    chroot = installs[1]
+    assert chroot.chroot == tmp_path / "cache/rocm-chroot-rocm72"
+    assert chroot.root == Path("/usr") and chroot.release == (7, 2)
+    # The machine's own ROCm of a release comes before a chroot's.
+    assert pick(installs, (7, 2)) == installs[0]
+    assert pick(installs[1:], (7, 2)) == chroot
+
+
+def _rocm_project(tmp_path: Path, source: str) -> Path:
+    root = _tree(
+        tmp_path / "k",
+        {
+            "build.toml": '[general]\nname = "k"\nbackends = ["rocm"]\nversion = 1\n\n'
+            '[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n\n'
+            '[kernel.k_rocm]\nbackend = "rocm"\nrocm-archs = ["gfx942"]\ndepends = ["torch"]\n'
+            'src = ["k/k.hip", "k/k.h"]\n',
+            "torch-ext/torch_binding.cpp": '#include "registration.h"\n',
+            "torch-ext/k/__init__.py": "",
+            "k/k.hip": '#include "k.h"\n',
+            "k/k.h": source,
+        },
+    )
+    return root / "build.toml"
+
+
+def test_a_rocm_variant_without_its_rocm_fails_alone_with_one_line(tmp_path: Path) -> None:
+    # Only ROCm 7.2 is there (a fake tree) and PyTorch's index cannot be reached; the kernel's
+    # header includes torch's HIP stream, which a stand-in torch does not have. Both variants
+    # fail before anything is downloaded, each with its own one-line reason.
+    build_toml = _rocm_project(tmp_path, "#pragma once\n  #  include <ATen/hip/HIPContext.h>\n")
+    _tree(tmp_path / "opt/rocm-7.2.1", {".info/version": "7.2.1-5\n"})
+    project = load_project(build_toml)
+    out = io.StringIO()
+    results = variant_builds.build_variants(
+        project,
+        build_toml.parent,
+        [parse_variant("torch2.13-rocm71"), parse_variant("torch2.13-rocm72")],
+        extension_for={"rocm": "_k_rocm_abc"},
+        sources=PackageSources(),
+        env_root=tmp_path / "envs",
+        rocm_roots=_roots(tmp_path),
+        reachable=lambda url: False,
+        out=out,
+    )
+    assert [r.ok for r in results] == [False, False]
+    assert results[0].message.startswith(
+        "needs ROCm 7.1.x, which is not installed (ROCm found: 7.2.1 ("
+        f"{tmp_path / 'opt/rocm-7.2.1'}); looked in: $ROCM_PATH (unset)"
+    ), results[0].message
+    assert "rocm-chroot-*" in results[0].message and "\n" not in results[0].message
+    assert results[1].message == (
+        "k/k.h includes ATen/hip/HIPContext.h, a header of a ROCm build of torch, but a CPU or "
+        "CUDA torch stands in for it (https://download.pytorch.org/whl/rocm7.2 cannot be "
+        "reached); install torch from that index: --index-url "
+        "https://download.pytorch.org/whl/rocm7.2"
+    )
+    assert not (tmp_path / "envs").exists()
+    assert "[1/2] torch2.13-rocm71: FAILED: needs ROCm 7.1.x" in out.getvalue()
+
+
+def test_gpu_torch_headers_are_found_through_project_headers_only(tmp_path: Path) -> None:
+    build_toml = _rocm_project(
+        tmp_path, '#include "../outside.h"\n#include <c10/util/complex.h>\n#include "sub/a.h"\n'
+    )
+    _tree(tmp_path, {"outside.h": "#include <c10/cuda/CUDAStream.h>\n"})  # outside the project
+    _tree(tmp_path / "k/k/sub", {"a.h": "#include <c10/cuda/CUDAGuard.h>\n"})
+    project = load_project(build_toml)
+    assert variant_builds.gpu_torch_includes(project, build_toml.parent) == [
+        ("k/sub/a.h", "c10/cuda/CUDAGuard.h")
+    ]
+
+
+def test_a_rocm_variants_torch_comes_from_pytorchs_rocm_index_unless_told_otherwise() -> None:
+    rocm72 = parse_variant("torch2.13-rocm72")
+    reached = torch_sources(rocm72, PackageSources(), reachable=lambda url: True)
+    assert reached.sources.index_url == "https://download.pytorch.org/whl/rocm7.2"
+    assert reached.unreachable is None
+    local = PackageSources(find_links=("/opt/wheels",))
+    cut_off = torch_sources(rocm72, local, reachable=lambda url: False)
+    assert cut_off.sources == local
+    assert cut_off.unreachable == "https://download.pytorch.org/whl/rocm7.2"
+    mine = PackageSources(index_url="https://example.invalid/simple")
+    assert torch_sources(rocm72, mine, reachable=lambda url: False).sources == mine
+    cpu = torch_sources(parse_variant("torch2.13-cpu"), local, reachable=lambda url: False)
+    assert cpu.sources == local and cpu.unreachable is None
