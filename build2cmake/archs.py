@@ -63,11 +63,14 @@ ROCM_ARCHS = (
     "gfx12-generic",
 )
 
+# Every pattern here is used with fullmatch and spells digits [0-9]: `$` also matches before a
+# trailing newline, and `\d` matches every Unicode digit (Arabic-Indic ones too); either would
+# reach the generated files.
 # Target features that may follow a processor, e.g. "gfx90a:xnack-" or "gfx942:sramecc+:xnack-".
-_ROCM_FEATURE = re.compile(r"^(sramecc|xnack)[+-]$")
+_ROCM_FEATURE = re.compile(r"(sramecc|xnack)[+-]")
 
 # "8.0", "9.0a", "10.0f", optionally "+PTX" to also embed PTX for that capability.
-_CUDA_CAPABILITY = re.compile(r"^(\d{1,2})\.(\d)([af]?)(\+PTX)?$")
+_CUDA_CAPABILITY = re.compile(r"([0-9]{1,2})\.([0-9])([af]?)(\+PTX)?")
 
 
 def rocm_arch_problem(arch: str) -> str | None:
@@ -77,7 +80,7 @@ def rocm_arch_problem(arch: str) -> str | None:
         hint = did_you_mean(processor, ROCM_ARCHS)
         return f"{arch!r} is not a ROCm architecture{hint}"
     for feature in features:
-        if not _ROCM_FEATURE.match(feature):
+        if not _ROCM_FEATURE.fullmatch(feature):
             return (
                 f"{arch!r} has an unknown target feature {feature!r} "
                 "(valid: 'xnack+', 'xnack-', 'sramecc+', 'sramecc-')"
@@ -92,7 +95,7 @@ def rocm_processor(arch: str) -> str:
 
 def cuda_capability_problem(capability: str) -> str | None:
     """Why `capability` is not a CUDA compute capability, or None when it is one."""
-    if _CUDA_CAPABILITY.match(capability):
+    if _CUDA_CAPABILITY.fullmatch(capability):
         return None
     return (
         f"{capability!r} is not a CUDA compute capability "

@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
-import tempfile
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jinja2
-import jinja2.sandbox
-
+from build2cmake import bounded
 from build2cmake.errors import Build2CMakeError
 from build2cmake.model import Project
+from build2cmake.safefs import ProjectFolder
 
 CARD_NAME = "CARD.md"
 README = "build/README.md"
@@ -49,8 +48,17 @@ def metadata_name(project: Project) -> str:
     return project.name.lower().replace("_", "-")
 
 
+# The variant folder names build2cmake and kernel-builder make (ASCII); other names under
+# build/ are not variants, and are never passed on to a card, a test run or an upload.
+_VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}", re.ASCII)
+
+
 def built_variants(project: Project, project_dir: Path) -> list[Variant]:
-    """The variant folders under build/ whose metadata.json names this kernel, sorted."""
+    """The variant folders under build/ whose metadata.json names this kernel, sorted.
+
+    metadata.json is read bounded (a regular file of at most 1 MiB inside the project); one
+    that cannot be read or is not JSON (too deep for the parser included) is an error naming it.
+    """
     build = project_dir / "build"
     if not build.is_dir() or build.is_symlink():
         return []
@@ -58,16 +66,13 @@ def built_variants(project: Project, project_dir: Path) -> list[Variant]:
     for folder in sorted(build.iterdir()):
         metadata_file = folder / "metadata.json"
         if (
-            folder.name.startswith(".")
+            not _VARIANT_NAME.fullmatch(folder.name)
             or folder.is_symlink()
             or metadata_file.is_symlink()
-            or not metadata_file.is_file()
+            or not metadata_file.exists()
         ):
             continue
-        try:
-            metadata = json.loads(metadata_file.read_text("utf-8"))
-        except (OSError, ValueError):
-            continue
+        metadata = bounded.read_json_record(metadata_file, "metadata.json", root=project_dir)
         if not isinstance(metadata, dict) or metadata.get("name") != metadata_name(project):
             continue
         backend = metadata.get("backend")
@@ -84,13 +89,18 @@ def built_variants(project: Project, project_dir: Path) -> list[Variant]:
     return found
 
 
-def _all_names(init_py: Path) -> list[str]:
+def _python_tree(path: Path, project_dir: Path) -> ast.Module | None:
+    """A package file parsed (bounded read, never run); None when absent."""
+    if not path.is_file() or path.is_symlink():
+        return None
+    source = bounded.read_text(path, "package file", root=project_dir)
+    return bounded.parse_python(path, source)
+
+
+def _all_names(init_py: Path, project_dir: Path) -> list[str]:
     """The string entries of `__all__ = [...]` in a Python file (no import: it is not ours)."""
-    try:
-        tree = ast.parse(init_py.read_text("utf-8"))
-    except (OSError, SyntaxError, ValueError):
-        return []
-    for node in tree.body:
+    tree = _python_tree(init_py, project_dir)
+    for node in tree.body if tree is not None else []:
         if not isinstance(node, ast.Assign):
             continue
         is_all = any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
@@ -103,13 +113,10 @@ def _all_names(init_py: Path) -> list[str]:
     return []
 
 
-def _layer_classes(package_dir: Path) -> list[str]:
+def _layer_classes(package_dir: Path, project_dir: Path) -> list[str]:
     for candidate in (package_dir / "layers" / "__init__.py", package_dir / "layers.py"):
-        if candidate.is_file():
-            try:
-                tree = ast.parse(candidate.read_text("utf-8"))
-            except (OSError, SyntaxError, ValueError):
-                return []
+        tree = _python_tree(candidate, project_dir)
+        if tree is not None:
             return [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
     return []
 
@@ -122,10 +129,8 @@ def registered_ops(project: Project, project_dir: Path) -> list[str]:
         path = project_dir / source
         if path.suffix not in {".cpp", ".cc", ".cxx", ".cu", ".hip", ".h", ".hpp"}:
             continue
-        try:
-            text = path.read_text("utf-8", errors="replace")
-        except OSError:
-            continue
+        # Bounded and regular files only: a FIFO planted as the binding must not hang the card.
+        text = bounded.read_text(path, "torch binding source", root=project_dir)
         for match in _OP_DEF.finditer(text):
             if match.group(1) not in schemas:
                 schemas.append(match.group(1))
@@ -134,8 +139,8 @@ def registered_ops(project: Project, project_dir: Path) -> list[str]:
 
 def card_context(project: Project, project_dir: Path) -> dict[str, Any]:
     """Everything a CARD.md can use."""
-    package_dir = project_dir / "torch-ext" / project.package_name
-    names = _all_names(package_dir / "__init__.py")
+    package_dir = project_dir / project.python_source_dir / project.package_name
+    names = _all_names(package_dir / "__init__.py", project_dir)
     return {
         "name": project.name,
         "package": project.package_name,
@@ -148,7 +153,7 @@ def card_context(project: Project, project_dir: Path) -> dict[str, Any]:
             for v in built_variants(project, project_dir)
         ],
         "functions": [n for n in names if n != "layers"],
-        "layers": _layer_classes(package_dir) if "layers" in names else [],
+        "layers": _layer_classes(package_dir, project_dir) if "layers" in names else [],
         "ops": registered_ops(project, project_dir),
         "has_benchmark": (project_dir / "benchmarks" / "benchmark.py").is_file(),
         "upstream": project.upstream,
@@ -156,27 +161,137 @@ def card_context(project: Project, project_dir: Path) -> dict[str, Any]:
     }
 
 
+# What filling in a card may take. CARD.md is the clone's, and Jinja's sandbox bounds what a
+# template can reach, not what it costs: `range` gives 100000 items, so two nested loops run
+# 10**10 times, and `'x' * 10**10`, `"x"|center(10**10)` or `9**9**9` are single C calls no
+# timer interrupts. So a card is filled in by a child Python with its own memory and CPU limits,
+# a wall-clock limit, and a cap on what it may output; whatever goes wrong is one error naming
+# CARD.md (and the line, when the child can tell).
+CARD_SECONDS = 10
+CARD_MEMORY_BYTES = 1 << 30
+CARD_OUTPUT_CHARS = 4 << 20
+
+# The child: reads {"text", "context", limits} on stdin, writes {"text"} or {"error", "line"}.
+# It imports nothing of build2cmake (it runs in "/", so nothing of the project either).
+_CHILD = r"""
+import json, resource, signal, sys, traceback
+payload = json.load(sys.stdin)
+memory, seconds, cap = payload["memory"], payload["seconds"], payload["cap"]
+resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+resource.setrlimit(resource.RLIMIT_CPU, (seconds + 1, seconds + 2))
+import jinja2, jinja2.sandbox
+
+class CardEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context, operator, left, right):
+        # Refused before Python allocates: a repeated string/list or a power too big to print.
+        if operator == "*":
+            for sized, count in ((left, right), (right, left)):
+                if isinstance(sized, (str, list, tuple)) and isinstance(count, int):
+                    if len(sized) * count > cap:
+                        raise jinja2.sandbox.SecurityError(
+                            f"a repetition of {len(sized)} x {count} items is over the limit")
+        if operator == "**" and isinstance(left, int) and isinstance(right, int):
+            if abs(left) > 1 and right > 4096:
+                raise jinja2.sandbox.SecurityError(f"the power {left} ** {right} is too large")
+        return super().call_binop(context, operator, left, right)
+
+class Stop(Exception):
+    pass
+
+def on_alarm(signum, frame):
+    raise Stop(f"took longer than {seconds} s (a loop too long?)")
+
+signal.signal(signal.SIGALRM, on_alarm)
+signal.alarm(seconds)
+result = {}
+try:
+    env = CardEnvironment(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                          autoescape=False)
+    out, size = [], 0
+    for chunk in env.from_string(payload["text"]).generate(payload["context"]):
+        size += len(chunk)
+        if size > cap:
+            raise Stop(f"the filled-in card is over {cap} characters")
+        out.append(chunk)
+    result["text"] = "".join(out)
+except jinja2.TemplateSyntaxError as error:
+    result = {"syntax": True, "error": str(error.message), "line": error.lineno}
+except BaseException as error:
+    signal.alarm(0)
+    lines = [f.lineno for f in traceback.extract_tb(error.__traceback__)
+             if f.filename == "<template>"]
+    if isinstance(error, MemoryError):
+        message = "needs more than the memory limit"
+    elif isinstance(error, RecursionError):
+        message = "nests too deeply"
+    elif isinstance(error, Stop):
+        message = str(error)
+    else:
+        message = f"{type(error).__name__}: {error}"
+    result = {"error": message[:2000], "line": lines[-1] if lines else None}
+signal.alarm(0)
+sys.stdout.write(json.dumps(result))
+"""
+
+
 def render_card(project: Project, project_dir: Path) -> str | None:
-    """The filled-in card, or None when the project has no CARD.md."""
+    """The filled-in card, or None when the project has no CARD.md.
+
+    Rendered in Jinja's sandbox in a child process bounded in time (CARD_SECONDS), memory
+    (CARD_MEMORY_BYTES) and output (CARD_OUTPUT_CHARS); every failure is one Build2CMakeError
+    naming CARD.md and, where known, the line.
+    """
     card = project_dir / CARD_NAME
     if not card.exists() and not card.is_symlink():
         return None
-    resolved = card.resolve()
+    try:
+        resolved = card.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: RuntimeError before Python 3.13
+        raise Build2CMakeError(
+            f"{card}: a symlink loop; it must be a file inside the project"
+        ) from None
     if not resolved.is_file() or not resolved.is_relative_to(project_dir.resolve()):
         raise Build2CMakeError(f"{card}: must be a file inside the project folder")
     if resolved.stat().st_size > _MAX_CARD_BYTES:
         raise Build2CMakeError(f"{card}: larger than 1 MiB; a card is a short README")
-    text = resolved.read_text("utf-8", errors="replace")
-    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False
-    )
+    text = bounded.read_text(resolved, CARD_NAME, root=project_dir, limit_bytes=_MAX_CARD_BYTES)
+    payload = {
+        "text": text,
+        "context": card_context(project, project_dir),
+        "memory": CARD_MEMORY_BYTES,
+        "seconds": CARD_SECONDS,
+        "cap": CARD_OUTPUT_CHARS,
+    }
     try:
-        return env.from_string(text).render(card_context(project, project_dir))
-    except jinja2.TemplateSyntaxError as error:
-        raise Build2CMakeError(f"{card}:{error.lineno}: template error: {error.message}") from None
-    except jinja2.TemplateError as error:
-        # SecurityError (the sandbox refused) and UndefinedError both land here.
-        raise Build2CMakeError(f"{card}: cannot be filled in: {error}") from None
+        child = subprocess.run(
+            [sys.executable, "-c", _CHILD],
+            input=json.dumps(payload),
+            capture_output=True,
+            text=True,
+            cwd="/",
+            timeout=CARD_SECONDS + 10,
+            check=False,
+        )
+        result = json.loads(child.stdout)
+    except subprocess.TimeoutExpired:
+        raise Build2CMakeError(
+            f"{card}: cannot be filled in: took longer than {CARD_SECONDS} s"
+        ) from None
+    except ValueError:
+        # Killed (CPU limit) or out of memory before it could answer.
+        raise Build2CMakeError(
+            f"{card}: cannot be filled in: the template ran past the limits "
+            f"({CARD_SECONDS} s of CPU, {CARD_MEMORY_BYTES >> 20} MiB of memory)"
+        ) from None
+    if "text" in result:
+        return str(result["text"])
+    line = result.get("line")
+    if result.get("syntax"):
+        raise Build2CMakeError(f"{card}:{line}: template error: {result['error']}")
+    where = f" (line {line})" if line is not None else ""
+    raise Build2CMakeError(f"{card}: cannot be filled in{where}: {result['error']}")
 
 
 def write_card(project: Project, project_dir: Path) -> Path | None:
@@ -184,18 +299,7 @@ def write_card(project: Project, project_dir: Path) -> Path | None:
     content = render_card(project, project_dir)
     if content is None:
         return None
-    build = project_dir / "build"
-    if build.is_symlink():
-        raise Build2CMakeError(f"{build}: is a symlink; build/ must be a folder of the project")
-    build.mkdir(exist_ok=True)
-    destination = project_dir / README
-    descriptor, tmp = tempfile.mkstemp(prefix=".README.md.", dir=build)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
-            stream.write(content)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, destination)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return destination
+    # Through the one gate: a planted build/ link is refused, a build/README.md link replaced.
+    with ProjectFolder(project_dir) as folder:
+        folder.write_atomic(README, content.encode("utf-8", "replace"))
+    return project_dir / README

@@ -35,17 +35,35 @@ REQUIRED_TOOLKITS: dict[str, dict[str, tuple[tuple[int, int], ...]]] = {
     },
 }
 
-_SHORT = re.compile(r"^torch(\d+)\.(\d+)-(cpu|cu(\d+)(\d)|rocm(\d+)(\d))$")
-_FOLDER = re.compile(r"^torch(\d)(\d+)-cxx11-(cpu|cu(\d+)(\d)|rocm(\d+)(\d))-([a-z0-9_]+)-linux$")
+# Upstream builds [tvm-ffi] kernels once per apache-tvm-ffi release x toolkit, whatever the torch
+# (nix-builder/versions.nix: the build sets that carry a tvmFfiVersion, all "0.1"; their
+# variant name is nix-builder/lib/variants/tvm-ffi.nix's). xpu is left out, as above.
+REQUIRED_TVM_FFI = ((0, 1),)
+TVM_FFI_TOOLKITS: dict[str, tuple[tuple[int, int], ...]] = {
+    "cpu": ((0, 0),),
+    "cuda": ((12, 6), (13, 0), (13, 2)),
+}
+
+# Used with fullmatch, digits spelled [0-9]: `$` would accept a trailing newline and `\d` any
+# Unicode digit, which int() then reads (Arabic-Indic digits for torch's version).
+_SHORT = re.compile(
+    r"(torch|tvm-ffi)([0-9]+)\.([0-9]+)-(cpu|cu([0-9]+)([0-9])|rocm([0-9]+)([0-9]))"
+)
+_FOLDER = re.compile(
+    r"(?:(torch)([0-9])([0-9]+)-cxx11|(tvm-ffi)([0-9])([0-9]+))"
+    r"-(cpu|cu([0-9]+)([0-9])|rocm([0-9]+)([0-9]))-([a-z0-9_]+)-linux"
+)
 
 
 @dataclass(frozen=True, order=True)
 class HubVariant:
-    """One torch release x backend (x toolkit release) combination."""
+    """One torch release x backend (x toolkit release) combination; for a [tvm-ffi] kernel,
+    one apache-tvm-ffi release x backend (x toolkit release)."""
 
-    torch: tuple[int, int]
+    torch: tuple[int, int]  # the framework's major.minor: torch's, or apache-tvm-ffi's
     backend: str  # "cpu", "cuda" or "rocm"
     toolkit: tuple[int, int] | None = None  # CUDA or ROCm major.minor; None for cpu
+    framework: str = "torch"  # or "tvm-ffi"
 
     @property
     def backend_tag(self) -> str:
@@ -57,13 +75,17 @@ class HubVariant:
 
     @property
     def spec(self) -> str:
-        """The short name users type: torch2.13-cu130."""
-        return f"torch{self.torch[0]}.{self.torch[1]}-{self.backend_tag}"
+        """The short name users type: torch2.13-cu130 (tvm-ffi0.1-cu130)."""
+        return f"{self.framework}{self.torch[0]}.{self.torch[1]}-{self.backend_tag}"
 
     def folder(self, machine: str | None = None) -> str:
-        """The build/<variant> folder name kernels loads on Linux (torch >= 2.8 is cxx11 only)."""
-        torch = f"torch{self.torch[0]}{self.torch[1]}"
-        return f"{torch}-cxx11-{self.backend_tag}-{_machine(machine)}-linux"
+        """The build/<variant> folder name kernels loads on Linux (torch >= 2.8 is cxx11 only;
+        tvm-ffi variants carry no C++ ABI tag)."""
+        if self.framework == "tvm-ffi":
+            framework = f"tvm-ffi{self.torch[0]}{self.torch[1]}"
+        else:
+            framework = f"torch{self.torch[0]}{self.torch[1]}-cxx11"
+        return f"{framework}-{self.backend_tag}-{_machine(machine)}-linux"
 
 
 def _machine(machine: str | None) -> str:
@@ -71,32 +93,34 @@ def _machine(machine: str | None) -> str:
 
 
 def parse_variant(text: str, machine: str | None = None) -> HubVariant:
-    """A variant from `torch2.13-cu130` or `torch213-cxx11-cu130-x86_64-linux`."""
-    short = _SHORT.match(text)
-    folder = _FOLDER.match(text)
+    """A variant from `torch2.13-cu130` or `torch213-cxx11-cu130-x86_64-linux` (and the
+    tvm-ffi spellings `tvm-ffi0.1-cu130`, `tvm-ffi01-cu130-x86_64-linux`)."""
+    short = _SHORT.fullmatch(text)
+    folder = _FOLDER.fullmatch(text)
     if short:
-        torch = (int(short[1]), int(short[2]))
-        groups = short.groups()[2:]
+        framework, major, minor = short[1], short[2], short[3]
+        groups = short.groups()[3:]
     elif folder:
-        if folder[8] != _machine(machine):
+        if folder[12] != _machine(machine):
             raise Build2CMakeError(
-                f"variant {text!r} is for {folder[8]}; this machine builds "
+                f"variant {text!r} is for {folder[12]}; this machine builds "
                 f"{_machine(machine)} variants"
             )
-        torch = (int(folder[1]), int(folder[2]))
-        groups = folder.groups()[2:7]
+        framework, major, minor = folder.group(1, 2, 3) if folder[1] else folder.group(4, 5, 6)
+        groups = folder.groups()[6:11]
     else:
         raise Build2CMakeError(
             f"variant {text!r}: use torch<major>.<minor>-<cpu|cuXY|rocmXY>, e.g. torch2.13-cu130, "
-            "torch2.13-cpu, torch2.12-rocm71 (or a folder name such as "
+            "torch2.13-cpu, torch2.12-rocm71, tvm-ffi0.1-cpu (or a folder name such as "
             f"torch213-cxx11-cu130-{_machine(machine)}-linux)"
         )
+    release = (int(major), int(minor))
     tag, cuda_major, cuda_minor, rocm_major, rocm_minor = groups
     if tag == "cpu":
-        return HubVariant(torch, "cpu")
+        return HubVariant(release, "cpu", framework=framework)
     if cuda_major is not None:
-        return HubVariant(torch, "cuda", (int(cuda_major), int(cuda_minor)))
-    return HubVariant(torch, "rocm", (int(rocm_major), int(rocm_minor)))
+        return HubVariant(release, "cuda", (int(cuda_major), int(cuda_minor)), framework)
+    return HubVariant(release, "rocm", (int(rocm_major), int(rocm_minor)), framework)
 
 
 def parse_variants(texts: str, machine: str | None = None) -> list[HubVariant]:
@@ -112,16 +136,21 @@ def parse_variants(texts: str, machine: str | None = None) -> list[HubVariant]:
     return variants
 
 
-def required_variants(machine: str | None = None) -> list[HubVariant]:
-    """Upstream's required variant set for this machine's architecture (all backends)."""
+def required_variants(machine: str | None = None, framework: str = "torch") -> list[HubVariant]:
+    """Upstream's required variant set for this machine's architecture (all backends), for
+    torch kernels or (framework "tvm-ffi") Apache TVM FFI kernels."""
     toolkits = REQUIRED_TOOLKITS.get(_machine(machine))
     if toolkits is None:
         raise Build2CMakeError(
             f"no Hub variant list for {_machine(machine)} (known: {', '.join(REQUIRED_TOOLKITS)})"
         )
+    releases_of: tuple[tuple[int, int], ...] = REQUIRED_TORCH
+    if framework == "tvm-ffi":
+        releases_of = REQUIRED_TVM_FFI
+        toolkits = {b: t for b, t in TVM_FFI_TOOLKITS.items() if b in toolkits}
     return sorted(
-        HubVariant(torch, backend, None if backend == "cpu" else toolkit)
-        for torch in REQUIRED_TORCH
+        HubVariant(release, backend, None if backend == "cpu" else toolkit, framework)
+        for release in releases_of
         for backend, releases in toolkits.items()
         for toolkit in releases
     )
@@ -149,13 +178,14 @@ def project_variants(project: Project, machine: str | None = None) -> list[HubVa
     """What `--all` builds for `project`: the required set, limited to its backends, its
     [torch] minver/maxver, [general.cuda] minver/maxver, and (for CUDA) dropping a toolkit that
     every CUDA kernel's cuda-minver excludes (a kernel below its cuda-minver is left out of a
-    variant, as upstream does, so a variant with no kernel left is not built)."""
+    variant, as upstream does, so a variant with no kernel left is not built). A [tvm-ffi]
+    kernel gets tvm-ffi variants (no torch, so no torch bounds)."""
     if project.universal:
         return []
     torch_min = project.torch.minver if project.torch is not None else None
     torch_max = project.torch.maxver if project.torch is not None else None
     chosen = []
-    for variant in required_variants(machine):
+    for variant in required_variants(machine, project.framework):
         if variant.backend not in project.backends:
             continue
         if not _within(variant.torch, torch_min, torch_max):

@@ -7,10 +7,11 @@ writes nothing; then each file is written to a temporary file beside it and rena
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
-import tempfile
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -20,6 +21,7 @@ import jinja2
 from build2cmake.archs import rocm_arch_problem
 from build2cmake.errors import Build2CMakeError, WriteRefusedError
 from build2cmake.model import BUILDABLE_BACKENDS
+from build2cmake.safefs import ProjectFolder, anchored, system_folder_refusal
 
 # The Hub's rule for kernel names (and build.toml's [general].name from edition 5 on).
 KERNEL_NAME = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
@@ -66,12 +68,12 @@ def parse_kernel_name(text: str) -> KernelName:
             f"--name {text!r}: use <owner>/<kernel name>, "
             f"e.g. my-org/{_suggest(text) or 'my-kernel'}"
         )
-    if not OWNER_NAME.match(owner) or ".." in owner or "--" in owner:
+    if not OWNER_NAME.fullmatch(owner) or ".." in owner or "--" in owner:
         raise Build2CMakeError(
             f"--name {text!r}: {owner!r} is not a Hub user or organisation name (letters, digits, "
             "'-', '_' and '.', starting and ending with a letter or digit)"
         )
-    if not KERNEL_NAME.match(name):
+    if not KERNEL_NAME.fullmatch(name):
         suggestion = _suggest(name)
         hint = f" (did you mean {owner}/{suggestion}?)" if suggestion else ""
         raise Build2CMakeError(
@@ -85,7 +87,7 @@ def _suggest(name: str) -> str:
     """The nearest valid kernel name, or '' when there is none."""
     candidate = re.sub(r"[^a-z0-9-]+", "-", name.split("/")[-1].lower()).strip("-")
     candidate = re.sub(r"-{2,}", "-", candidate).lstrip("0123456789-")
-    return candidate if KERNEL_NAME.match(candidate) else ""
+    return candidate if KERNEL_NAME.fullmatch(candidate) else ""
 
 
 def resolve_backends(selected: Sequence[str]) -> tuple[str, ...]:
@@ -173,7 +175,7 @@ def render_init(
     rocm_archs: Sequence[str] = DEFAULT_ROCM_ARCHS,
 ) -> dict[str, bytes]:
     """The new project's files in memory: relative path -> content."""
-    if not LICENSE.match(license_id):
+    if not LICENSE.fullmatch(license_id):
         raise Build2CMakeError(
             f"--license {license_id!r}: use an SPDX license identifier, e.g. Apache-2.0 or MIT"
         )
@@ -213,56 +215,70 @@ def init_project(
     """Create a kernel project in `directory` (default: ./<kernel name>).
 
     A non-empty directory is refused unless `force`; with it, init's own files are replaced and
-    every other file is kept.
+    every other file is kept. Every argument and every file's way is checked before the first
+    write; the writes go through safefs (no symlink followed from the current folder, or from
+    the nearest existing folder above `directory` when it lies elsewhere).
     """
     kernel = parse_kernel_name(name)
     chosen = resolve_backends(backends)
     files = render_init(kernel, chosen, license_id=license_id, rocm_archs=rocm_archs)
     target = directory if directory is not None else Path(kernel.name)
-    _check_target(target, force=force)
-    target.mkdir(parents=True, exist_ok=True)
-    for relative in sorted(files):
-        _write(target, relative, files[relative])
+    refused = system_folder_refusal(Path(os.path.realpath(target)))
+    if refused is not None:
+        raise Build2CMakeError(
+            f"{target}: refusing to create a kernel project in {refused}; name a new folder"
+        )
+    anchor, relative = _anchor(target)
+    _check_target(target, anchor, relative, sorted(files), force=force)
+    with ProjectFolder(anchor) as folder:
+        folder.makedirs(relative)
+        for name_ in sorted(files):
+            folder.write_atomic(relative / name_, files[name_])
     return InitReport(target, kernel, chosen, tuple(sorted(files)))
 
 
-def _check_target(target: Path, *, force: bool) -> None:
-    if target.exists() and not target.is_dir():
-        raise Build2CMakeError(f"{target}: exists and is not a folder")
-    resolved = target.resolve()
-    if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
-        raise Build2CMakeError(
-            f"{target}: refusing to create a kernel project in the "
-            f"{'filesystem root' if resolved == Path(resolved.anchor) else 'home folder'}; "
-            "name a new folder"
-        )
-    if target.is_dir() and any(target.iterdir()) and not force:
+def _anchor(target: Path) -> tuple[Path, PurePosixPath]:
+    """The folder init walks from (without following symlinks) and the target relative to it:
+    the current folder when the target lies inside it (a cloned tree's planted links are
+    there), else the nearest existing folder above the target (folders the user named)."""
+    return anchored(target, [Path.cwd()])
+
+
+def _check_target(
+    target: Path, anchor: Path, relative: PurePosixPath, files: Sequence[str], *, force: bool
+) -> None:
+    """Refuse, before anything is written: a non-empty folder without --force, and a symlink
+    (or a file where a folder goes, or a non-file where a file goes) anywhere on the way from
+    `anchor` to the target or to any file init writes."""
+    # Every folder from the anchor down to each file, the target itself included.
+    folders = {parent for f in files for parent in (relative / f).parents} - {PurePosixPath()}
+    for folder in sorted(folders):
+        _check_entry(anchor, folder, want_folder=True)
+    for name in files:
+        _check_entry(anchor, relative / name, want_folder=False)
+    if (anchor / relative).is_dir() and any((anchor / relative).iterdir()) and not force:
         raise WriteRefusedError(
             f"{target}: folder is not empty; pick a new folder, or pass --force to write init's "
             "files into it (other files are kept, init's own are replaced)"
         )
 
 
-def _write(target: Path, relative: str, content: bytes) -> None:
-    """Write one file below `target` without following a symlink anywhere on its way."""
-    parts = PurePosixPath(relative).parts
-    folder = target
-    for part in parts[:-1]:
-        folder = folder / part
-        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-            raise WriteRefusedError(
-                f"{folder}: is a symlink or a file where init puts a folder; move it away"
-            )
-        folder.mkdir(exist_ok=True)
-    path = folder / parts[-1]
-    if path.is_symlink() or (path.exists() and not path.is_file()):
-        raise WriteRefusedError(f"{path}: is a symlink or not a file; move it away and run init")
-    descriptor, tmp = tempfile.mkstemp(prefix=f".{parts[-1]}.", suffix=".tmp", dir=folder)
+def _check_entry(anchor: Path, relative: PurePosixPath, *, want_folder: bool) -> None:
+    path = anchor / relative
     try:
-        with os.fdopen(descriptor, "wb") as stream:
-            stream.write(content)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        if error.errno == errno.ENOTDIR:
+            return  # below a file: that file is reported as such
+        raise Build2CMakeError(f"{path}: cannot inspect ({error.strerror})") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise WriteRefusedError(
+            f"{path}: is a symlink; init writes only through real folders and files of the new "
+            "project (move the link away)"
+        )
+    if want_folder and not stat.S_ISDIR(info.st_mode):
+        raise WriteRefusedError(f"{path}: is a file where init puts a folder; move it away")
+    if not want_folder and not stat.S_ISREG(info.st_mode):
+        raise WriteRefusedError(f"{path}: is not a regular file; move it away and run init")

@@ -19,7 +19,7 @@ import re
 import secrets
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
 from build2cmake.errors import Build2CMakeError
@@ -27,6 +27,9 @@ from build2cmake.errors import Build2CMakeError
 # Limits for the files build2cmake reads: its own records are small; build.toml files of real
 # kernels are a few KiB (the largest in kernels-community is under 10 KiB).
 RECORD_LIMIT_BYTES = 1 << 20
+# How deep a build folder may nest (check_real_tree): CMake's object folders mirror the sources'
+# paths below CMakeFiles/<target>.dir/, a few levels for real kernels.
+BUILD_TREE_DEPTH_LIMIT = 64
 BUILD_TOML_LIMIT_BYTES = 1 << 20
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -89,19 +92,25 @@ def checked_target(target: Path) -> Path:
         resolved = target.resolve(strict=True)
     except (OSError, ValueError) as e:
         raise Build2CMakeError(f"{target}: cannot use as target folder ({e})") from None
-    refused = None
-    if resolved == Path(resolved.anchor):
-        refused = "the filesystem root"
-    elif resolved in SYSTEM_FOLDERS or any(resolved.is_relative_to(t) for t in SYSTEM_TREES):
-        refused = "a system folder"
-    elif resolved in _home_folders():
-        refused = "a home folder"
+    refused = system_folder_refusal(resolved)
     if refused is not None:
         raise Build2CMakeError(
             f"{target}: refusing to generate into, build in or clean {refused} ({resolved}); "
             "put build.toml in its own project folder"
         )
     return target
+
+
+def system_folder_refusal(resolved: Path) -> str | None:
+    """What `resolved` is ("the filesystem root", "a system folder", "a home folder") when no
+    project may live there (nor be created there), else None."""
+    if resolved == Path(resolved.anchor):
+        return "the filesystem root"
+    if resolved in SYSTEM_FOLDERS or any(resolved.is_relative_to(t) for t in SYSTEM_TREES):
+        return "a system folder"
+    if resolved in _home_folders():
+        return "a home folder"
+    return None
 
 
 def _home_folders() -> set[Path]:
@@ -333,6 +342,13 @@ class ProjectFolder:
                     info = os.stat(rel.name, dir_fd=parent, follow_symlinks=False)
                     if stat.S_ISLNK(info.st_mode):
                         kind = f"a symlink (to {os.readlink(rel.name, dir_fd=parent)})"
+                    elif (
+                        stat.S_ISDIR(info.st_mode)
+                        and len(rel.parts) - len(root.parts) > BUILD_TREE_DEPTH_LIMIT
+                    ):
+                        # What CMake makes nests ~10 levels; a planted tree thousands deep
+                        # would cost this walk (and the removal) time and recursion.
+                        kind = f"a folder more than {BUILD_TREE_DEPTH_LIMIT} levels deep"
                     elif stat.S_ISDIR(info.st_mode):
                         fd = os.open(rel.name, _DIR_FLAGS, dir_fd=parent)
                         try:
@@ -423,6 +439,12 @@ class ProjectFolder:
                 return True
         except FileNotFoundError:
             return False
+        except RecursionError:
+            # shutil.rmtree recurses once per level (Python < 3.13): a planted tree ~1000 deep.
+            raise Build2CMakeError(
+                f"{self.path / str(rel)}: nests too deeply for build2cmake to remove it; "
+                f"remove it yourself (rm -rf)"
+            ) from None
         except OSError as e:
             raise self._error(rel, "delete", e) from None
 
@@ -496,3 +518,28 @@ def is_temporary_name(name: str, entry: str) -> bool:
     if not (entry.startswith(prefix) and entry.endswith(suffix)):
         return False
     return _TEMPORARY_TOKEN.fullmatch(entry[len(prefix) : -len(suffix)]) is not None
+
+
+def anchored(path: Path, anchors: Sequence[Path]) -> tuple[Path, PurePosixPath]:
+    """(folder, relative path) for writing `path` through `ProjectFolder(folder)`: the first of
+    `anchors` (e.g. the project folder, the current folder) that `path` lies strictly inside,
+    so that every folder on the way from it is walked without following a symlink; else the
+    nearest existing folder above `path` (folders the user named outside those folders)."""
+    absolute = Path(os.path.abspath(path))
+    above = absolute.parent
+    while not above.is_dir() and above != above.parent:
+        above = above.parent
+    for base in [*(Path(os.path.abspath(a)) for a in anchors), above]:
+        if absolute != base and absolute.is_relative_to(base):
+            return base, _checked(absolute.relative_to(base).as_posix())
+    raise Build2CMakeError(f"{path}: not a path build2cmake can write to")
+
+
+def write_user_file(path: Path, content: bytes, anchors: Sequence[Path]) -> None:
+    """Write a file the user named on the command line (e.g. `ci github -o`) through the gate:
+    from the anchor folder it lies in (see `anchored`), no folder on the way may be a symlink
+    (a planted `.github` link is refused), and a link at its own name is replaced, never
+    followed."""
+    folder_path, relative = anchored(path, anchors)
+    with ProjectFolder(folder_path) as folder:
+        folder.write_atomic(relative, content)

@@ -251,19 +251,23 @@ def test_v3_without_a_framework_section_is_noarch_and_migrates(
     assert validate(path).framework == "torch-noarch"
 
 
-def test_tvm_ffi_validates_but_generate_says_it_is_not_built(
+def test_tvm_ffi_generates_a_tvm_ffi_build_and_refuses_backends_it_cannot_build(
     project: Callable[[str], Path],
 ) -> None:
     root = project("scale_add")
-    path = write(
-        root,
+    text = (
         '[general]\nname = "tvm"\nversion = 1\nedition = 5\nlicense = "MIT"\n'
-        'backends = ["cpu"]\n[tvm-ffi]\nsrc = ["torch-ext/torch_binding.cpp"]\n',
+        'backends = ["BACKENDS"]\n[tvm-ffi]\nsrc = ["torch-ext/torch_binding.cpp"]\n'
     )
+    path = write(root, text.replace("BACKENDS", "rocm"))
     assert validate(path).framework == "tvm-ffi"
-    with pytest.raises(BuildConfigError, match="builds only torch extensions"):
+    # tvm-ffi kernels build for cpu and cuda (upstream builds no ROCm tvm-ffi variant).
+    with pytest.raises(BuildConfigError, match=r"declares rocm, none of which .* \[tvm-ffi\]"):
         generate_torch(path)
     assert not (root / "CMakeLists.txt").exists()
+    report = generate_torch(write(root, text.replace("BACKENDS", "cpu")))
+    assert "build2cmake_add_tvm_ffi_library" in (root / "CMakeLists.txt").read_text()
+    assert "tvm-ffi-ext/tvm/_ops.py" in report.written
 
 
 def test_a_dependency_only_a_skipped_backend_needs_does_not_block(

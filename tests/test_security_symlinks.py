@@ -4,6 +4,7 @@ folder, a planted temporary file) must not lead a write or delete outside it."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -37,9 +38,7 @@ def test_generate_refuses_a_symlinked_output_folder(scene: Scene, folder: str) -
 def test_generate_stale_temporary_sweep_stays_out_of_symlinked_folders(scene: Scene) -> None:
     generate_torch(scene.build_toml)
     cmake = scene.project / "cmake"
-    for child in cmake.iterdir():
-        child.unlink()
-    cmake.rmdir()
+    shutil.rmtree(cmake)
     cmake.symlink_to(scene.sentinel)  # the sentinel holds .build2cmake_torch.cmake.*.tmp
     with pytest.raises(Build2CMakeError, match="symlink"):
         generate_torch(scene.build_toml, force=True)

@@ -7,12 +7,19 @@ Every problem of a file is reported in one run (`BuildConfigErrors`).
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import tomlkit
 import tomlkit.exceptions
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomlkit reads (with the dotted-key bound below)
+    tomllib = None
 
 from build2cmake.config import v1, v2, v3, v4, v5
 from build2cmake.config.schema import KNOWN_DEPENDS, SOURCE_SUFFIXES
@@ -51,9 +58,62 @@ def read_text(build_toml: Path) -> str:
         raise BuildConfigError(build_toml, "", f"is not UTF-8 text ({e.reason})") from None
 
 
-def read_document(build_toml: Path) -> tomlkit.TOMLDocument:
-    """Parse build.toml with tomlkit (which keeps comments, for update-build)."""
+# tomlkit (which keeps comments, for update-build) takes time quadratic in the dotted keys
+# (`a.b.c = 1`) of a table: 300 of them took 2 s, 31 KB of them 244 s. build.toml files write
+# tables ([kernel.name]) and need few or none, so a file with more is refused before tomlkit
+# sees it. The count errs high (a `.` before any `=` on a line counts, quoted or not): it only
+# ever refuses more, and 64 such lines cost tomlkit well under a second.
+DOTTED_KEY_LIMIT = 64
+# What ends a key's text on its left: an inline table or array opening, a separator.
+_KEY_START = re.compile(r"[{},\[]")
+
+
+def dotted_keys(text: str) -> int:
+    """How many keys of `text` may be dotted: each `=` whose left side, from the last `{`, `}`,
+    `,` or `[` of its line, holds a `.` (a count that errs high; linear in the text)."""
+    found = 0
+    for line in text.splitlines():
+        for left in line.split("=")[:-1]:
+            if "." in _KEY_START.split(left)[-1]:
+                found += 1
+    return found
+
+
+def _check_dotted_keys(build_toml: Path, text: str) -> None:
+    found = dotted_keys(text)
+    if found > DOTTED_KEY_LIMIT:
+        raise BuildConfigError(
+            build_toml,
+            "",
+            f"has {found} dotted keys (`a.b = ...`, or a `.` before an `=`), more than "
+            f"{DOTTED_KEY_LIMIT}; the TOML library that keeps comments takes minutes on such "
+            "files: write them as [tables]",
+        )
+
+
+def read_data(build_toml: Path) -> dict[str, Any]:
+    """build.toml's data, parsed with the standard library's `tomllib` (linear time, whatever
+    the file holds); on Python 3.10 with tomlkit, after the dotted-key bound."""
+    if tomllib is None:
+        return dict(read_document(build_toml).unwrap())
     text = read_text(build_toml)
+    try:
+        return tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError, RecursionError) as e:
+        raise BuildConfigError(build_toml, "", f"invalid TOML: {e}") from None
+
+
+def read_document(build_toml: Path) -> tomlkit.TOMLDocument:
+    """Parse build.toml with tomlkit (which keeps comments, for update-build); bounded in
+    time by first reading it with tomllib (invalid files stop there) and counting its dotted
+    keys."""
+    text = read_text(build_toml)
+    if tomllib is not None:
+        try:
+            tomllib.loads(text)
+        except (tomllib.TOMLDecodeError, ValueError, RecursionError) as e:
+            raise BuildConfigError(build_toml, "", f"invalid TOML: {e}") from None
+    _check_dotted_keys(build_toml, text)
     try:
         return tomlkit.parse(text)
     except tomlkit.exceptions.TOMLKitError as e:
@@ -106,8 +166,7 @@ def detect_format(data: Mapping[str, Any], build_toml: Path) -> str:
 
 def load_project(build_toml: Path) -> Project:
     """Read and validate build.toml; the project folder is the folder holding it."""
-    document = read_document(build_toml)
-    return parse_project(document.unwrap(), build_toml)
+    return parse_project(read_data(build_toml), build_toml)
 
 
 def parse_project(data: Mapping[str, Any], build_toml: Path) -> Project:
@@ -123,6 +182,7 @@ __all__ = [
     "load_project",
     "parse_project",
     "read_bytes",
+    "read_data",
     "read_document",
     "read_text",
 ]

@@ -82,12 +82,16 @@ _FLAG_CMAKE_PREFIXES = ("SHELL:", "LINKER:")
 # is allowed and ignored). TORCH_TARGET_VERSION holds major and minor in one byte each, and
 # the Hub's variant names (torch-stable-abi<major><minor>) take a one-digit major.
 _STABLE_ABI = re.compile(r"([0-9])\.([0-9]{1,3})(\.[0-9]+)?")
-# The keywords of the generated CMake's kernel functions (cmake_parse_arguments): an include
-# folder given as one of them in place would start a new argument list. (Flags are wrapped by
-# render.cmake_flag instead; sources always have a suffix.)
+# The keywords of every command an include folder reaches in the generated CMake: our kernel
+# functions' (cmake_parse_arguments), where one would start a new argument list, and
+# target_include_directories', where one is taken as a keyword and the folder silently drops out
+# of the include path. (Flags are wrapped by render.cmake_flag instead; sources always have a
+# suffix.)
 CMAKE_KEYWORDS = frozenset(
     ("ARCHS", "CAPABILITIES", "CUDA_FLAGS", "CXX_FLAGS", "DEPENDS", "HIP_FLAGS", "INCLUDES",
-     "MINVER", "SOURCES")
+     "MINVER", "SOURCES",
+     # target_include_directories'
+     "AFTER", "BEFORE", "INTERFACE", "PRIVATE", "PUBLIC", "SYSTEM")
 )  # fmt: skip
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 # Git URLs as kernel-builder accepts them: a URL with a git scheme, or scp-like user@host:path.
@@ -422,6 +426,9 @@ class Reader:
             real = Path(os.path.realpath(on_disk))
             exists = on_disk.exists()
             is_dir = on_disk.is_dir()
+            # A FIFO, device or socket listed as a source would block or break the compile
+            # (and every read of it): sources and headers are regular files.
+            irregular = exists and not is_dir and not on_disk.is_file()
         except (OSError, ValueError) as e:
             raise self.fail(key, f"{entry!r} cannot be examined ({e})") from None
         if not real.is_relative_to(self.real_project_dir):
@@ -437,6 +444,12 @@ class Reader:
             )
         if want_dir != is_dir:
             raise self.fail(key, f"{entry!r} is not a {kind}")
+        if irregular:
+            raise self.fail(
+                key,
+                f"{entry!r} is not a regular file (a FIFO, device or socket); a source must be "
+                "a regular file",
+            )
         return normalized
 
 

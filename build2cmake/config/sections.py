@@ -274,7 +274,7 @@ def noarch(r: Reader, value: Any) -> Noarch:
 
 
 def tvm_ffi(r: Reader, value: Any) -> TvmFfi:
-    """[tvm-ffi]: bindings for Apache TVM FFI; read so the project validates, not built."""
+    """[tvm-ffi]: the binding sources that export a kernel's functions through Apache TVM FFI."""
     data = r.table(value, "[tvm-ffi]")
     r.check_keys(data, TVM_FFI_KEYS, "[tvm-ffi]")
     return TvmFfi(
