@@ -1,25 +1,30 @@
-"""`build2cmake upload`: check that build/ is what build.toml describes, then hand over.
+"""`build2cmake upload`: check that build/ is what build.toml describes, then publish it.
 
-There is no second uploader here. The upload itself is the Hugging Face tooling's: `kernels
-upload` when the installed `kernels` package has that command, else `kernel-builder upload`
-(kernels 0.17 moved it there). Both take the project folder, upload build/<variant>/ folders to
-the branch v<version> of the Hub repository and build/README.md (the card) to its main branch.
-What we add is the refusal to publish a stale build/: a variant whose metadata.json does not
-match build.toml, or that is older than the sources it was built from.
+What kernel-builder's `upload` does, with huggingface_hub: create the repository (kind `kernel`
+unless --repo-type model; not with --create-pr, which needs an existing one), create the branch
+v<version> ([general.hub].branch or --branch) when it is missing, then commit build/<variant>/
+files and benchmarks/benchmark*.py to that branch and build/README.md (the card) as README.md to
+main, in batches of 1000 files (one pull request per branch with --create-pr). Files of an
+uploaded variant that the build no longer makes are deleted (on a new branch: everything under
+build/ and benchmarks/ that is not uploaded). Before any of it: the refusal to publish a stale
+build/, a variant whose metadata.json does not match build.toml, or that is older than the
+sources it was built from.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+import json
+import shlex
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from build2cmake.bounded import walk_files
+from build2cmake.builder import kernel_dependency_record
 from build2cmake.card import built_variants, metadata_name
-from build2cmake.errors import Build2CMakeError
+from build2cmake.errors import Build2CMakeError, printable
 from build2cmake.model import Project
 from build2cmake.render import extension_name
 
@@ -39,11 +44,14 @@ def _sources(project: Project, project_dir: Path, build_toml: Path) -> list[Path
     files = [build_toml]
     if project.torch is not None:
         files += [project_dir / s for s in project.torch.sources]
+    if project.tvm_ffi is not None:
+        files += [project_dir / s for s in project.tvm_ffi.sources]
     for kernel in project.kernels:
         files += [project_dir / s for s in kernel.sources]
-    package = project_dir / "torch-ext" / project.package_name
+    package = project_dir / project.python_source_dir / project.package_name
     if package.is_dir():
-        files += [p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+        # Iterative and depth-bounded, real files only (a planted deep tree is one error).
+        files += list(walk_files(package, "the Python package"))
     return files
 
 
@@ -80,17 +88,20 @@ def stale_variants(
 def _mismatch(
     project: Project, metadata: dict[str, object], ops_id: str, *, check_id: bool
 ) -> str | None:
+    backend = metadata.get("backend")
+    backend_type = backend.get("type") if isinstance(backend, dict) else None
     expected: dict[str, object] = {
         "name": metadata_name(project),
         "version": project.version if project.version is not None else 1,
         "license": project.license or NO_LICENSE,
-        "python-depends": list(project.python_depends),
+        "python-depends": list(project.python_depends_for(str(backend_type))),
+        "kernel-depends": [
+            kernel_dependency_record(d) for d in project.kernel_depends_for(str(backend_type))
+        ],
     }
     for key, value in expected.items():
         if metadata.get(key) != value:
             return f"metadata.json has {key} {metadata.get(key)!r}, build.toml says {value!r}"
-    backend = metadata.get("backend")
-    backend_type = backend.get("type") if isinstance(backend, dict) else None
     if project.universal:
         wanted = extension_name(project, "universal", ops_id)
     elif backend_type in project.backends:
@@ -123,55 +134,253 @@ def check_fresh(project: Project, project_dir: Path, build_toml: Path, ops_id: s
     return variants
 
 
-def _has_kernels_upload() -> str | None:
-    """The `kernels` command, when the installed kernels package has an `upload` subcommand."""
-    beside = Path(sys.executable).parent / "kernels"
-    program = str(beside) if beside.is_file() else shutil.which("kernels")
-    if program is None:
-        return None
-    try:
-        probe = subprocess.run(
-            [program, "upload", "--help"], capture_output=True, text=True, timeout=60, check=False
+MAIN_BRANCH = "main"
+REPO_TYPES = ("kernel", "model")
+COMMIT_BATCH_FILES = 1000
+COMMIT_MESSAGE = "Uploaded using build2cmake."
+
+
+@dataclass(frozen=True)
+class FileOperation:
+    """One file of a commit: `source` uploaded as `path` on `branch`, or `path` deleted."""
+
+    branch: str
+    path: str
+    source: Path | None = None
+
+    def line(self) -> str:
+        """One line saying what this operation does (escaped for a terminal)."""
+        # Shell-style quoting keeps a name with spaces one field; printable escapes the rest.
+        fields = [self.branch, self.path]
+        if self.source is None:
+            return printable(" ".join(["delete", *map(shlex.quote, fields)]))
+        return printable(
+            " ".join(["add", *map(shlex.quote, fields), "<-", shlex.quote(str(self.source))])
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return program if probe.returncode == 0 else None
 
 
-def uploader(
-    project_dir: Path, repo_id: str, branch: str, *, private: bool, create_pr: bool
-) -> list[str] | None:
-    """The Hugging Face upload command for this project, or None when none is installed."""
-    program = _has_kernels_upload()
-    if program is not None:
-        command = [program, "upload", str(project_dir), "--repo-id", repo_id, "--branch", branch]
-        return command + (["--private"] if private else [])
-    builder = shutil.which("kernel-builder")
-    if builder is not None:
-        command = [builder, "upload", str(project_dir), "--repo-id", repo_id, "--branch", branch]
-        return command + (["--private"] if private else []) + (["--create-pr"] if create_pr else [])
-    return None
+@dataclass(frozen=True)
+class UploadRequest:
+    """Where and how to upload: repository, its kind, the branch of the variants, options."""
+
+    repo_id: str
+    branch: str
+    repo_type: str = "kernel"
+    private: bool = False
+    create_pr: bool = False
 
 
-def no_uploader(project_dir: Path, repo_id: str, branch: str) -> str:
-    """Why there is nothing to hand over to, and what to do."""
-    return (
-        "no Hugging Face uploader found: the installed kernels package has no `upload` command "
-        "(recent kernels releases moved it to kernel-builder) and `kernel-builder` is not on "
-        "PATH. Install kernel-builder (kernel-builder upload), or upload with Hub tools of your "
-        f"choice: {project_dir / 'build'}/<variant>/ to build/<variant>/ on branch {branch} of "
-        f"{repo_id}, build/README.md to README.md on main"
+@dataclass(frozen=True)
+class UploadOutcome:
+    """What an upload did, as kernel-builder's --output-json writes it."""
+
+    status: str  # "no_changes", "uploaded" or "pull_request_created"
+    repo_id: str
+    branch: str
+    url: str | None = None
+    pull_requests: tuple[tuple[str, str], ...] = field(default=())
+
+    def as_json(self) -> str:
+        """The --output-json document."""
+        return (
+            json.dumps(
+                {
+                    "status": self.status,
+                    "repo_id": self.repo_id,
+                    "branch": self.branch,
+                    "url": self.url,
+                    "pull_requests": [{"branch": b, "url": u} for b, u in self.pull_requests],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _posix(relative: Path) -> str:
+    return relative.as_posix()
+
+
+def local_operations(
+    project_dir: Path, variants: Sequence[str], branch: str
+) -> list[FileOperation]:
+    """What the upload adds, from the project alone (no Hub needed), in commit order.
+
+    Regular files only (symlinks are not followed); `__pycache__` folders and `*.pyc` are left
+    out, as the metadata digest leaves them out.
+    """
+    build = project_dir / "build"
+    operations: list[FileOperation] = []
+    card = build / "README.md"
+    if _is_regular(card):
+        operations.append(FileOperation(MAIN_BRANCH, "README.md", card))
+    benchmarks = project_dir / "benchmarks"
+    if benchmarks.is_dir() and not benchmarks.is_symlink():
+        for path in sorted(benchmarks.iterdir()):
+            if path.name.startswith("benchmark") and path.suffix == ".py" and _is_regular(path):
+                operations.append(FileOperation(branch, f"benchmarks/{path.name}", path))
+    for variant in sorted(variants):
+        top = build / variant
+        for path in sorted(walk_files(top, f"build/{variant}/")):
+            if path.suffix == ".pyc":
+                continue
+            operations.append(
+                FileOperation(branch, f"build/{variant}/{_posix(path.relative_to(top))}", path)
+            )
+    return operations
+
+
+def stale_operations(
+    existing: Iterable[str],
+    adds: Sequence[FileOperation],
+    variants: Sequence[str],
+    branch: str,
+    *,
+    new_branch: bool,
+) -> list[FileOperation]:
+    """The files on `branch` the upload deletes: under an uploaded variant's folder (or, on a
+    branch the upload creates, anywhere under build/ and benchmarks/) and not uploaded now;
+    benchmarks/benchmark*.py that are no longer in the project."""
+    uploaded = {op.path for op in adds if op.branch == branch}
+    prefixes = ("build/", "benchmarks/") if new_branch else tuple(f"build/{v}/" for v in variants)
+    deletes: list[FileOperation] = []
+    for path in sorted(existing):
+        if path in uploaded:
+            continue
+        name = path.rsplit("/", 1)[-1]
+        old_benchmark = (
+            path.startswith("benchmarks/") and name.startswith("benchmark") and name.endswith(".py")
+        )
+        if path.startswith(prefixes) or old_benchmark:
+            deletes.append(FileOperation(branch, path))
+    return deletes
+
+
+def dry_run_lines(request: UploadRequest, operations: Sequence[FileOperation]) -> list[str]:
+    """What an upload would do, one operation a line (deletions are decided against the Hub's
+    files at upload time, so a dry run, which contacts nothing, cannot list them)."""
+    visibility = "private" if request.private else "public"
+    lines = []
+    if request.create_pr:
+        lines.append(printable(f"pull-request {request.repo_type} {request.repo_id}"))
+    else:
+        lines.append(printable(f"create-repo {request.repo_type} {request.repo_id} {visibility}"))
+    lines.append(printable(f"create-branch {shlex.quote(request.branch)} (if missing)"))
+    lines += [op.line() for op in operations]
+    lines.append(
+        printable(
+            f"delete {shlex.quote(request.branch)} <files of the uploaded variants that the Hub "
+            "has and this build does not make>"
+        )
     )
+    return lines
 
 
-def run_upload(command: Sequence[str]) -> int:
-    """Run the uploader with the terminal attached (it may ask to log in); its exit status."""
-    return subprocess.run(list(command), check=False, env=os.environ.copy()).returncode
+def _hub_error(action: str, error: Exception) -> Build2CMakeError:
+    # huggingface_hub's message: the HTTP status line, a documentation link, then the Hub's
+    # own words; the first and the last say what happened.
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    said = lines[0] if len(lines) < 2 else f"{lines[0]} ({lines[-1]})"
+    return Build2CMakeError(f"{action}: {said}")
 
 
-def describe(variants: Sequence[str], project_dir: Path) -> list[str]:
-    """The lines `upload` prints before handing over."""
-    lines = [f"build/{name}/" for name in variants]
-    card = project_dir / "build" / "README.md"
-    lines.append("build/README.md (the card)" if card.is_file() else "no build/README.md (card)")
-    return ["  " + line for line in lines]
+def upload(
+    request: UploadRequest,
+    project_dir: Path,
+    variants: Sequence[str],
+    *,
+    log: Any = None,
+) -> UploadOutcome:
+    """Publish the checked build/ of `project_dir` to the Hub (HF_ENDPOINT, HF_TOKEN or the
+    token `hf auth login` stored are huggingface_hub's, as usual)."""
+    try:
+        from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, constants
+        from huggingface_hub.errors import HfHubHTTPError
+    except ImportError:
+        raise Build2CMakeError(
+            "upload needs huggingface_hub: pip install 'build2cmake[upload]' "
+            "(or pip install huggingface_hub)"
+        ) from None
+    api = HfApi()
+    repo_id, repo_type, branch = request.repo_id, request.repo_type, request.branch
+    try:
+        if not request.create_pr:
+            api.create_repo(repo_id, repo_type=repo_type, private=request.private, exist_ok=True)
+        refs = api.list_repo_refs(repo_id, repo_type=repo_type)
+        new_branch = branch not in {b.name for b in refs.branches}
+        if new_branch:
+            try:
+                api.create_branch(repo_id, branch=branch, repo_type=repo_type)
+            except HfHubHTTPError as error:
+                if request.create_pr:
+                    raise Build2CMakeError(
+                        f"pull requests can only target an existing branch; ask a maintainer of "
+                        f"{repo_id} to create the branch {branch} first ({error})"
+                    ) from None
+                raise
+        existing = (
+            [] if new_branch else api.list_repo_files(repo_id, revision=branch, repo_type=repo_type)
+        )
+    except HfHubHTTPError as error:
+        raise _hub_error(f"{repo_id}", error) from None
+    adds = local_operations(project_dir, variants, branch)
+    deletes = stale_operations(existing, adds, variants, branch, new_branch=new_branch)
+    by_branch: dict[str, list[FileOperation]] = {}
+    for op in [*adds, *deletes]:
+        by_branch.setdefault(op.branch, []).append(op)
+    pull_requests: list[tuple[str, str]] = []
+    for target, operations in sorted(by_branch.items()):
+        revision = target
+        for start in range(0, len(operations), COMMIT_BATCH_FILES):
+            batch = operations[start : start + COMMIT_BATCH_FILES]
+            hub_ops: list[CommitOperationAdd | CommitOperationDelete] = [
+                CommitOperationAdd(path_in_repo=op.path, path_or_fileobj=str(op.source))
+                if op.source is not None
+                else CommitOperationDelete(path_in_repo=op.path)
+                for op in batch
+            ]
+            open_pr = request.create_pr and revision == target
+            try:
+                info = api.create_commit(
+                    repo_id,
+                    hub_ops,
+                    commit_message=COMMIT_MESSAGE,
+                    repo_type=repo_type,
+                    revision=revision,
+                    create_pr=open_pr,
+                )
+            except HfHubHTTPError as error:
+                raise _hub_error(f"commit to {repo_id}, branch {target}", error) from None
+            if open_pr:
+                if info.pr_num is None:
+                    raise Build2CMakeError(
+                        f"{repo_id}: the Hub opened no pull request against {target}"
+                    )
+                revision = f"refs/pr/{info.pr_num}"
+                pull_requests.append((target, info.pr_url or ""))
+    prefix = constants.REPO_TYPES_URL_PREFIXES.get(repo_type, "")
+    if not by_branch:
+        return UploadOutcome("no_changes", repo_id, branch)
+    if request.create_pr:
+        return UploadOutcome("pull_request_created", repo_id, branch, None, tuple(pull_requests))
+    url = f"{constants.ENDPOINT}/{prefix}{repo_id}/tree/{branch}"
+    return UploadOutcome("uploaded", repo_id, branch, url)
+
+
+def dirty_variants(project: Project, project_dir: Path) -> list[str]:
+    """The built variants whose metadata.json says they were built from a checkout with
+    uncommitted changes (their recorded commit does not fully identify their sources)."""
+    dirty = []
+    for variant in built_variants(project, project_dir):
+        record = variant.metadata.get("provenance")
+        kernel = record.get("kernel") if isinstance(record, dict) else None
+        if isinstance(kernel, dict) and kernel.get("dirty") is True:
+            dirty.append(variant.name)
+    return sorted(dirty)

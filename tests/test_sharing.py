@@ -7,9 +7,7 @@ run its generated tests, load it with `kernels`.
 
 from __future__ import annotations
 
-import json
 import os
-import stat
 import subprocess
 import sys
 import zipfile
@@ -23,6 +21,7 @@ from build2cmake.config import load_project
 from build2cmake.errors import Build2CMakeError
 from build2cmake.offload import rocm_targets
 from tests.conftest import REPO, BuildEnv, requires_nvcc, requires_rocm_toolchain, run_cli
+from tests.hub_standin import StandInHub
 
 NAME = "my-org/add-one"
 PACKAGE = "add_one"
@@ -275,18 +274,6 @@ def test_init_cuda_project_compiles_with_nvcc_and_its_tests_skip_without_gpu(
     assert run_generated_tests(build_env.python, root) == "3 skipped"
 
 
-def fake_uploader(folder: Path) -> Path:
-    """A `kernel-builder` that records its arguments where the real one would use the network."""
-    folder.mkdir()
-    program = folder / "kernel-builder"
-    program.write_text(
-        f"#!{sys.executable}\nimport json, sys\n"
-        f"open({str(folder / 'argv.json')!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
-    )
-    program.chmod(program.stat().st_mode | stat.S_IXUSR)
-    return folder
-
-
 @pytest.mark.compile
 def test_build_writes_the_card_test_runs_kernels_ci_and_upload_refuses_a_stale_build(
     tmp_path: Path,
@@ -317,25 +304,23 @@ def test_build_writes_the_card_test_runs_kernels_ci_and_upload_refuses_a_stale_b
     assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-3000:]
     assert "3 passed, 1 deselected" in tested.stdout
 
-    shim = fake_uploader(tmp_path / "bin")
-    env_path = f"{shim}{os.pathsep}{os.environ['PATH']}"
-    upload = subprocess.run(
-        [sys.executable, "-m", "build2cmake", "upload", str(root / "build.toml")],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "PATH": env_path},
-    )
+    # Published to a local stand-in for the Hub (tests/hub_standin.py), never the real one.
+    hub = StandInHub().start()
+    try:
+        upload = subprocess.run(
+            [sys.executable, "-m", "build2cmake", "upload", str(root / "build.toml")],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_stand_in_token"},
+        )
+    finally:
+        hub.stop()
     assert upload.returncode == 0, upload.stderr
-    assert json.loads((shim / "argv.json").read_text()) == [
-        "upload",
-        str(root.resolve()),
-        "--repo-id",
-        NAME,
-        "--branch",
-        "v1",
-    ]
-    assert f"build/{variant}/" in upload.stdout and "build/README.md (the card)" in upload.stdout
+    assert hub.created[0]["name"] == NAME.split("/")[-1]
+    committed = {path for commit in hub.commits for path in commit.added}
+    assert "README.md" in committed and f"build/{variant}/metadata.json" in committed
+    assert any(p.startswith(f"build/{variant}/") and p.endswith(".so") for p in committed)
 
     # A source edited after the build: the variant is stale.
     source = root / f"{PACKAGE}_cpu" / f"{PACKAGE}_cpu.cpp"
