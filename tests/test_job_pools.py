@@ -1,0 +1,97 @@
+"""Compiles run in Ninja pools sized from free memory (C++, CUDA kernels; HIP has its own), and
+nvcc compiles a kernel's capabilities in parallel threads. Configure only: the generated
+build.ninja is what Ninja runs."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from build2cmake.api import generate_torch
+
+pytestmark = pytest.mark.compile
+
+
+def configure(root: Path, backend: str, *defines: str) -> Path:
+    build_dir = root / "build" / f"configure-{backend}"
+    command = ["cmake", "-S", str(root), "-B", str(build_dir), "-G", "Ninja",
+               f"-DBUILD2CMAKE_BACKEND={backend}", "-DBUILD2CMAKE_COMPILER_LAUNCHER=none",
+               *(f"-D{d}" for d in defines)]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return build_dir
+
+
+def pools(build_dir: Path) -> dict[str, int]:
+    rules = (build_dir / "CMakeFiles" / "rules.ninja").read_text()
+    return {m[1]: int(m[2]) for m in re.finditer(r"^pool (\S+)\n  depth = (\d+)$", rules, re.M)}
+
+
+def compile_edges(build_dir: Path, suffix: str) -> dict[str, dict[str, str]]:
+    """Each object compiled from a `suffix` source: its build.ninja variables (FLAGS, pool)."""
+    edges: dict[str, dict[str, str]] = {}
+    for block in (build_dir / "build.ninja").read_text().split("\n\n"):
+        head = re.match(r"build (\S+\.o): \S+_COMPILER__\S+ (\S+)", block)
+        if head and head[2].endswith(suffix):
+            variables = re.findall(r"^  (\w+) = (.*)$", block, re.M)
+            edges[head[1]] = dict(variables)
+    return edges
+
+
+@pytest.fixture
+def generated(project: Callable[[str], Path]) -> Path:
+    root = project("scale_add")
+    generate_torch(root / "build.toml")
+    return root
+
+
+def test_every_cpp_compile_runs_in_a_pool_sized_from_free_memory(generated: Path) -> None:
+    build_dir = configure(generated, "cpu")
+    edges = compile_edges(build_dir, ".cpp")
+    assert len(edges) == 2, edges  # the kernel's source and the binding
+    assert {e.get("pool") for e in edges.values()} == {"build2cmake_compile"}
+    # One per 2 GB of the memory free at configure: at least one, at most what all memory gives.
+    total_mb = int(Path("/proc/meminfo").read_text().split()[1]) // 1024
+    depth = pools(build_dir)["build2cmake_compile"]
+    assert 1 <= depth <= max(1, total_mb // 2048), depth
+    # A value of one's own wins.
+    build_dir = configure(generated, "cpu", "BUILD2CMAKE_COMPILE_JOBS=3")
+    assert pools(build_dir)["build2cmake_compile"] == 3
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to configure CUDA")
+def test_nvcc_compiles_a_kernels_capabilities_in_threads_within_a_cuda_pool(
+    generated: Path,
+) -> None:
+    # scale_add's CUDA kernel: 8.0+PTX and 9.0a, three -gencode (SASS 80, PTX 80, SASS 90a).
+    build_dir = configure(generated, "cuda")
+    (kernel,) = [e for o, e in compile_edges(build_dir, ".cu").items() if "kernel_ops" in o]
+    flags = shlex.split(kernel["FLAGS"])
+    assert sum(f.startswith("-gencode=") for f in flags) == 3
+    assert "--threads=3" in flags
+    assert kernel["pool"] == "build2cmake_cuda"
+    assert pools(build_dir)["build2cmake_cuda"] >= 1
+    # At most BUILD2CMAKE_NVCC_THREADS threads; 1 turns them off.
+    build_dir = configure(generated, "cuda", "BUILD2CMAKE_NVCC_THREADS=2")
+    (kernel,) = [e for o, e in compile_edges(build_dir, ".cu").items() if "kernel_ops" in o]
+    assert "--threads=2" in shlex.split(kernel["FLAGS"])
+    build_dir = configure(generated, "cuda", "BUILD2CMAKE_NVCC_THREADS=1")
+    (kernel,) = [e for o, e in compile_edges(build_dir, ".cu").items() if "kernel_ops" in o]
+    assert not any(f.startswith("--threads") for f in shlex.split(kernel["FLAGS"]))
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to configure CUDA")
+def test_nvcc_threads_must_be_a_small_positive_number(generated: Path) -> None:
+    command = ["cmake", "-S", str(generated), "-B", str(generated / "build" / "bad"), "-G",
+               "Ninja", "-DBUILD2CMAKE_BACKEND=cuda", "-DBUILD2CMAKE_NVCC_THREADS=0"]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode != 0
+    assert "BUILD2CMAKE_NVCC_THREADS=0: expected a number of threads from 1" in " ".join(
+        result.stderr.split()
+    )
