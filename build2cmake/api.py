@@ -13,6 +13,7 @@ from typing import TextIO
 
 from build2cmake import builder, card, checks, ci, kernel_tests, publish, variant_builds
 from build2cmake import init as project_init
+from build2cmake.bounded import walk_files
 from build2cmake.builder import BuildReport
 from build2cmake.config import CURRENT_FORMAT, load_project, read_bytes
 from build2cmake.config.migrate import rewrite
@@ -26,13 +27,22 @@ from build2cmake.fileset import (
     write_fileset_locked,
 )
 from build2cmake.hub_variants import HubVariant, project_variants
-from build2cmake.model import BUILDABLE_BACKENDS, Project
-from build2cmake.render import BUILD_DIR, RenderOptions, extension_name, render_project
+from build2cmake.model import Project
+from build2cmake.render import (
+    BUILD_DIR,
+    METADATA_PROVIDER,
+    METADATA_PROVIDER_FOLDER,
+    RenderOptions,
+    extension_name,
+    render_project,
+)
 from build2cmake.safefs import (
     BUILD_TOML_LIMIT_BYTES,
     ProjectFolder,
     checked_target,
+    is_temporary_name,
     read_regular_file,
+    write_user_file,
 )
 from build2cmake.variant import installed_torch_backend
 from build2cmake.variant_builds import VariantResult
@@ -77,7 +87,8 @@ def default_ops_id(build_toml: Path, project: Project | None = None) -> str:
         content = read_regular_file(
             path, _SOURCE_LIMIT_BYTES, "source file", root=build_toml.parent
         )
-        digest.update(f"\0{relative}\0{len(content)}\0".encode())
+        # fsencode: a name that is not UTF-8 hashes as its bytes (UTF-8 names as before).
+        digest.update(b"\0" + os.fsencode(relative) + f"\0{len(content)}\0".encode())
         digest.update(content)
     return digest.hexdigest()[:10]
 
@@ -90,6 +101,51 @@ _COMPILED_SUFFIXES = frozenset(
 )
 
 
+# Bounds of the walk over an include folder: real include trees nest a few levels and hold
+# hundreds of files; a clone may ship one thousands of levels deep or with millions of entries.
+INCLUDE_DEPTH_LIMIT = 32
+INCLUDE_ENTRY_LIMIT = 200_000
+# Folders whose files no compile reads as the kernel's headers (and that may be huge).
+_UNHASHED_FOLDERS = frozenset({"build", ".git", "__pycache__"})
+
+
+def _include_folder_files(top: Path) -> list[Path]:
+    """Every entry under folder `top` that is not a folder (files, and symlinks to check by
+    the caller), without entering symlinked folders or the folders of _UNHASHED_FOLDERS.
+    Iterative, bounded in depth and entries; a folder that cannot be listed is an error."""
+    found: list[Path] = []
+    pending = [(top, 0)] if top.is_dir() else []
+    seen = 0
+    while pending:
+        folder, depth = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as e:
+            raise Build2CMakeError(
+                f"{folder}: cannot list this include folder ({e.strerror or e})"
+            ) from None
+        seen += len(entries)
+        if seen > INCLUDE_ENTRY_LIMIT:
+            raise Build2CMakeError(
+                f"{top}: this include folder holds more than "
+                f"{INCLUDE_ENTRY_LIMIT} entries; list a folder of headers in `include`"
+            )
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name in _UNHASHED_FOLDERS:
+                    continue
+                if depth + 1 > INCLUDE_DEPTH_LIMIT:
+                    raise Build2CMakeError(
+                        f"{entry.path}: nests more than {INCLUDE_DEPTH_LIMIT} folders "
+                        "below the include folder that holds it; list a shallower folder"
+                    )
+                pending.append((Path(entry.path), depth + 1))
+            else:
+                found.append(Path(entry.path))
+    return sorted(found)
+
+
 def _compiled_files(project_dir: Path, project: Project) -> list[tuple[str, Path]]:
     """(path relative to the project, path) of every file the ops id covers, sorted."""
     root = project_dir.resolve()
@@ -98,6 +154,9 @@ def _compiled_files(project_dir: Path, project: Project) -> list[tuple[str, Path
     if project.torch is not None:
         sources += project.torch.sources
         includes += project.torch.includes
+    if project.tvm_ffi is not None:
+        sources += project.tvm_ffi.sources
+        includes += project.tvm_ffi.includes
     for kernel in project.kernels:
         sources += kernel.sources
         includes += kernel.includes
@@ -109,8 +168,7 @@ def _compiled_files(project_dir: Path, project: Project) -> list[tuple[str, Path
     for source in sources:
         found[source.as_posix()] = project_dir / source
     for include in includes:
-        folder = project_dir / include
-        for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+        for path in _include_folder_files(project_dir / include):
             relative = path.relative_to(project_dir)
             if (
                 path.suffix.lower() in _COMPILED_SUFFIXES
@@ -134,8 +192,8 @@ def check_ops_id(ops_id: str | None) -> None:
         )
 
 
-def check_build_arguments(defines: tuple[str, ...], jobs: int | None) -> None:
-    """Refuse bad -D and -j arguments before anything is written."""
+def check_build_arguments(defines: tuple[str, ...], jobs: int | None, concurrent: int = 1) -> None:
+    """Refuse bad -D, -j and --concurrent arguments before anything is written."""
     for define in defines:
         if not _DEFINE.fullmatch(define) or "\0" in define:
             raise Build2CMakeError(
@@ -144,6 +202,8 @@ def check_build_arguments(defines: tuple[str, ...], jobs: int | None) -> None:
             )
     if jobs is not None and jobs < 1:
         raise Build2CMakeError(f"-j {jobs}: the number of parallel jobs must be 1 or more")
+    if concurrent < 1:
+        raise Build2CMakeError(f"--concurrent {concurrent}: use 1 or more")
 
 
 @dataclass(frozen=True)
@@ -192,20 +252,23 @@ def _checked_request(
     project: Project, build_toml: Path, backend: str | None, ops_id: str | None
 ) -> None:
     """Everything generate refuses, checked before anything is written."""
-    if project.framework == "tvm-ffi":
-        raise BuildConfigError(
-            build_toml,
-            "[tvm-ffi]",
-            "Apache TVM FFI kernels are read and validated, but this build2cmake builds only "
-            "torch extensions ([torch] or [torch-noarch])",
-        )
-    if project.framework == "torch" and not project.buildable_backends:
+    if not project.universal and not project.buildable_backends:
         raise BuildConfigError(
             build_toml,
             "[general].backends",
             f"declares {', '.join(project.backends)}, none of which this build2cmake builds "
-            f"(it builds {', '.join(BUILDABLE_BACKENDS)})",
+            f"for a [{project.framework}] kernel (it builds "
+            f"{', '.join(project.supported_backends)})",
         )
+    if project.framework == "tvm-ffi":
+        for kernel in project.kernels:
+            if kernel.backend in project.buildable_backends and "torch" in kernel.depends:
+                raise BuildConfigError(
+                    build_toml,
+                    f"[kernel.{kernel.name}].depends",
+                    "'torch': a [tvm-ffi] kernel is built without torch (its tensors come "
+                    "through tvm-ffi); remove 'torch' from depends",
+                )
     allowed = project.backends if project.universal else project.buildable_backends
     if backend is not None and backend not in allowed:
         raise Build2CMakeError(
@@ -231,8 +294,9 @@ def _generate_locked(
     )
     fileset = render_project(project, options)
     check_build_folders(folder)
+    check_provider_folder(folder)
     written = write_fileset_locked(fileset, folder, force=force)
-    skipped = project.skipped_backends if project.framework == "torch" else ()
+    skipped = () if project.universal else project.skipped_backends
     return GenerateReport(written, skipped, (*project.warnings, *written.warnings))
 
 
@@ -258,6 +322,42 @@ def _source_prefix(build_toml: Path, target: Path) -> str:
             )
     prefix = os.path.relpath(project_dir, target_dir)
     return "" if prefix == "." else prefix.replace(os.sep, "/") + "/"
+
+
+def check_provider_folder(folder: ProjectFolder) -> None:
+    """Keep cmake/build2cmake-metadata/ to the metadata provider alone.
+
+    pip imports the provider from that folder, and while it does Python looks there first for
+    every module the provider imports: a package or an extension module named like the
+    provider, a `unicodedata.py`, or a cached `.pyc` (one marked "unchecked", or one whose
+    recorded source hash matches our unchanged file) that a clone ships there would run in its
+    place. Python's own cache folder is removed (Python writes it again from our source);
+    anything else is refused, before anything is written.
+    """
+    info = folder.lstat(METADATA_PROVIDER_FOLDER)
+    if info is None:
+        return
+    where = folder.path / METADATA_PROVIDER_FOLDER
+    if not stat.S_ISDIR(info.st_mode):
+        raise Build2CMakeError(
+            f"{where}: is not a real folder; generate writes pip's metadata provider there "
+            "(remove it)"
+        )
+    provider = PurePosixPath(METADATA_PROVIDER).name
+    for entry in folder.listdir(METADATA_PROVIDER_FOLDER):
+        if entry in (provider, "__pycache__") or is_temporary_name(provider, entry):
+            continue
+        raise Build2CMakeError(
+            f"{where / entry}: build2cmake keeps only its metadata provider ({provider}) in "
+            f"{METADATA_PROVIDER_FOLDER}/, the folder pip imports it from: Python would import "
+            "this in place of the provider or of a module it uses. Remove it"
+        )
+    cache = f"{METADATA_PROVIDER_FOLDER}/__pycache__"
+    cache_info = folder.lstat(cache)
+    if cache_info is not None and stat.S_ISDIR(cache_info.st_mode):
+        folder.rmtree(cache)
+    elif cache_info is not None:
+        folder.unlink(cache)
 
 
 def check_build_folders(folder: ProjectFolder) -> None:
@@ -296,7 +396,31 @@ def build(
     CMake is compiling in.
     """
     check_build_arguments(defines, jobs)
-    project = load_project(build_toml)
+    return _build(
+        load_project(build_toml),
+        build_toml,
+        backend=backend,
+        ops_id=ops_id,
+        defines=defines,
+        jobs=jobs,
+        force=force,
+        allow_toolkit_mismatch=allow_toolkit_mismatch,
+    )
+
+
+def _build(
+    project: Project,
+    build_toml: Path,
+    *,
+    backend: str | None,
+    ops_id: str | None,
+    defines: tuple[str, ...],
+    jobs: int | None,
+    force: bool,
+    allow_toolkit_mismatch: bool,
+) -> tuple[GenerateReport, BuildReport]:
+    """`build` on a project already read from build_toml (a command reads it once)."""
+    check_build_arguments(defines, jobs)
     target = checked_target(build_toml.parent)
     _checked_request(project, build_toml, backend, ops_id)
     extension_for = _extensions(project, ops_id or default_ops_id(build_toml, project))
@@ -317,7 +441,7 @@ def build(
 
 def _extensions(project: Project, ops_id: str) -> dict[str, str]:
     """Backend (or "universal") -> extension name, for the backends build.toml declares."""
-    names = [*BUILDABLE_BACKENDS, "universal"]
+    names = [*project.supported_backends, "universal"]
     return {
         b: extension_name(project, b, ops_id)
         for b in names
@@ -345,7 +469,13 @@ def build_variants(
     out: TextIO = sys.stdout,
 ) -> list[VariantResult]:
     """Build each Hub variant (None: list_variants) in its own uv environment into
-    build/<variant>/; one result per variant, failures included."""
+    build/<variant>/; one result per variant, failures included.
+
+    Every argument and every variant is checked before the first write (generate's files, build/
+    folders, logs, environments): a bad one is one error and nothing written.
+    """
+    check_build_arguments(defines, jobs, concurrent)
+    check_ops_id(ops_id)
     project = load_project(build_toml)
     chosen = project_variants(project) if variants is None else variants
     if not chosen:
@@ -353,13 +483,21 @@ def build_variants(
             f"{build_toml}: no variant to build (universal kernels build torch-universal with "
             "`build2cmake build`; otherwise check [torch] and [general.cuda] minver/maxver)"
         )
+    extension_for = _extensions(project, ops_id or default_ops_id(build_toml, project))
+    framework = "tvm-ffi" if project.framework == "tvm-ffi" else "torch"
+    foreign = [v.spec for v in chosen if v.backend not in extension_for or v.framework != framework]
+    if foreign:
+        raise Build2CMakeError(
+            f"--variants {', '.join(foreign)}: build.toml declares no such backend or framework "
+            f"(it declares {', '.join(extension_for)} of a [{project.framework}] kernel, built as "
+            f"{framework} variants); `build2cmake list-variants` prints the ones it builds"
+        )
     generate_torch(build_toml, force=force, ops_id=ops_id)
-    check_build_arguments(defines, jobs)
     return variant_builds.build_variants(
         project,
         build_toml.parent,
         chosen,
-        extension_for=_extensions(project, ops_id or default_ops_id(build_toml, project)),
+        extension_for=extension_for,
         sources=sources or PackageSources(),
         concurrent=concurrent,
         jobs=jobs,
@@ -379,6 +517,15 @@ def github_workflow(build_toml: Path, repository_root: Path | None = None) -> st
         raise Build2CMakeError(f"{build_toml}: not inside the repository folder {root}")
     relative = PurePosixPath(resolved.relative_to(root).as_posix())
     return ci.github_workflow(relative, list_variants(build_toml))
+
+
+def write_workflow(
+    output: Path, workflow: str, build_toml: Path, repository_root: Path | None = None
+) -> None:
+    """Write `ci github -o`'s file through safefs: walked without following symlinks from the
+    repository folder or the current folder (a planted `.github` link is refused)."""
+    anchors = [repository_root or build_toml.parent, Path.cwd()]
+    write_user_file(output, workflow.encode("utf-8"), anchors)
 
 
 @dataclass(frozen=True)
@@ -443,6 +590,9 @@ def _clean_locked(folder: ProjectFolder, *, dry_run: bool, force: bool) -> Clean
     if _is_our_compile_commands_link(folder):
         files.append(COMPILE_COMMANDS)
     if not dry_run:
+        if METADATA_PROVIDER in files and folder.is_dir(f"{METADATA_PROVIDER_FOLDER}/__pycache__"):
+            # What Python cached of our provider, so that its folder goes too.
+            folder.rmtree(f"{METADATA_PROVIDER_FOLDER}/__pycache__")
         for name in files:
             folder.unlink(name)
             folder.remove_empty_parents(name)
@@ -551,9 +701,37 @@ def build_for_sharing(
     kernel-abi-check runs on each extension (with `strict`, a violation is an error); CARD.md,
     if the project has one, is filled in as build/README.md.
     """
-    project = load_project(build_toml)
-    checks.check_op_registrations(build_toml.parent / "torch-ext" / project.package_name)
-    report, built = build(
+    return _build_for_sharing(
+        load_project(build_toml),
+        build_toml,
+        strict=strict,
+        backend=backend,
+        ops_id=ops_id,
+        defines=defines,
+        jobs=jobs,
+        force=force,
+        allow_toolkit_mismatch=allow_toolkit_mismatch,
+    )
+
+
+def _build_for_sharing(
+    project: Project,
+    build_toml: Path,
+    *,
+    strict: bool = False,
+    backend: str | None = None,
+    ops_id: str | None = None,
+    defines: tuple[str, ...] = (),
+    jobs: int | None = None,
+    force: bool = False,
+    allow_toolkit_mismatch: bool = False,
+) -> tuple[GenerateReport, BuildReport, SharingReport]:
+    """`build_for_sharing` on a project already read from build_toml."""
+    checks.check_op_registrations(
+        build_toml.parent / project.python_source_dir / project.package_name
+    )
+    report, built = _build(
+        project,
         build_toml,
         backend=backend,
         ops_id=ops_id,
@@ -562,7 +740,11 @@ def build_for_sharing(
         force=force,
         allow_toolkit_mismatch=allow_toolkit_mismatch,
     )
-    abi = tuple(checks.abi_check(library) for library in sorted(built.path.glob("*.so")))
+    backend_info = built.metadata.get("backend")
+    backend = str(backend_info.get("type")) if isinstance(backend_info, dict) else ""
+    stable_abi = project.torch.stable_abi_for(backend) if project.torch is not None else None
+    policy = checks.AbiPolicy(torch_stable_abi=stable_abi)
+    abi = tuple(checks.abi_check(library, policy) for library in _extensions_in(built.path))
     card_path = card.write_card(project, build_toml.parent)
     if strict:
         failed = [r for r in abi if not r.checked or not r.ok]
@@ -573,6 +755,43 @@ def build_for_sharing(
                 *(line for r in failed for line in r.summary().splitlines()),
             )
     return report, built, SharingReport(abi, card_path)
+
+
+def _extensions_in(variant: Path) -> list[Path]:
+    """The compiled extensions (*.so, *.pyd) of a variant folder: real files, bounded walk."""
+    return sorted(
+        p for p in walk_files(variant, "the variant folder") if p.suffix in (".so", ".pyd")
+    )
+
+
+def check_abi(path: Path, policy: checks.AbiPolicy) -> list[checks.AbiReport]:
+    """kernel-builder's check-abi: every extension of one variant folder (one holding
+    metadata.json), or of every build/<variant>/ of the project whose build.toml is `path`."""
+    if path.is_dir():
+        if not (path / "metadata.json").is_file():
+            raise Build2CMakeError(
+                f"{path}: not a variant folder (it has no metadata.json); name a build/<variant>/ "
+                "folder or the project's build.toml"
+            )
+        variants = [path]
+    else:
+        if not path.is_file():
+            raise Build2CMakeError(f"{path}: no such build.toml or variant folder")
+        build_folder = path.parent / BUILD_FOLDER
+        variants = [
+            folder
+            for folder in (sorted(build_folder.iterdir()) if build_folder.is_dir() else [])
+            if folder.is_dir() and not folder.is_symlink() and (folder / "metadata.json").is_file()
+        ]
+        if not variants:
+            raise Build2CMakeError(
+                f"{build_folder}/: no build variant to check; run `build2cmake build` first"
+            )
+    return [
+        checks.abi_check(library, policy)
+        for variant in variants
+        for library in _extensions_in(variant)
+    ]
 
 
 def run_kernel_tests(
@@ -599,8 +818,8 @@ def run_kernel_tests(
             if project.universal
             else kernel_tests.pick_backend(project, installed_torch_backend())
         )
-        _, built, _ = build_for_sharing(
-            build_toml, backend=backend, ops_id=ops_id, defines=defines, jobs=jobs
+        _, built, _ = _build_for_sharing(
+            project, build_toml, backend=backend, ops_id=ops_id, defines=defines, jobs=jobs
         )
         folder = built.path
     return kernel_tests.run_tests(project, project_dir, folder)
@@ -608,14 +827,24 @@ def run_kernel_tests(
 
 @dataclass(frozen=True)
 class UploadPlan:
-    """What `upload` hands to the Hugging Face uploader."""
+    """What `upload` publishes: where, the checked variants, and every file it adds."""
 
-    repo_id: str
-    branch: str
+    request: publish.UploadRequest
+    project_dir: Path
     variants: tuple[str, ...]
-    # Empty when no uploader is installed; `missing` then says what to do.
-    command: tuple[str, ...]
-    missing: str = ""
+    operations: tuple[publish.FileOperation, ...]
+    # Variants built from a checkout with uncommitted changes (a warning, as kernel-builder's).
+    dirty: tuple[str, ...] = ()
+
+
+def write_upload_summary(output: Path, outcome: publish.UploadOutcome) -> None:
+    """Write `upload --output-json`'s file through safefs (from the current folder, no symlinked
+    folder on the way; a link at its name is replaced, never followed)."""
+    write_user_file(output, outcome.as_json().encode("utf-8"), [Path.cwd()])
+
+
+# A Hub branch: ASCII letters, digits, '.', '_', '-', '/' (no '..', no leading '-' or '/').
+_BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}", re.ASCII)
 
 
 def plan_upload(
@@ -626,8 +855,9 @@ def plan_upload(
     ops_id: str | None = None,
     private: bool = False,
     create_pr: bool = False,
+    repo_type: str = "kernel",
 ) -> UploadPlan:
-    """Check build/ against build.toml (refusing a stale build) and find the uploader."""
+    """Check build/ against build.toml (refusing a stale build) and list what goes where."""
     project = load_project(build_toml)
     project_dir = build_toml.parent
     chosen_repo = repo_id or project.hub_repo_id
@@ -638,22 +868,21 @@ def plan_upload(
             'missing; set it (e.g. repo-id = "my-org/my-kernel") or pass --repo-id',
         )
     owner, _, name = chosen_repo.partition("/")
-    if not project_init.OWNER_NAME.match(owner) or not project_init.KERNEL_NAME.match(name):
+    # fullmatch: `$` in those patterns accepts a trailing newline.
+    if not project_init.OWNER_NAME.fullmatch(owner) or not project_init.KERNEL_NAME.fullmatch(name):
         raise Build2CMakeError(
             f"repo id {chosen_repo!r}: use <owner>/<kernel name> (lowercase letters, digits, '-')"
         )
+    if repo_type not in publish.REPO_TYPES:
+        raise Build2CMakeError(f"--repo-type {repo_type!r}: use {' or '.join(publish.REPO_TYPES)}")
     version = project.version if project.version is not None else 1
     chosen_branch = branch or project.hub_branch or f"v{version}"
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,99}$", chosen_branch):
+    if not _BRANCH.fullmatch(chosen_branch) or ".." in chosen_branch:
         raise Build2CMakeError(f"--branch {chosen_branch!r}: not a branch name")
     variants = publish.check_fresh(
-        project, project_dir, build_toml, ops_id or default_ops_id(build_toml)
+        project, project_dir, build_toml, ops_id or default_ops_id(build_toml, project)
     )
-    where = project_dir.resolve()
-    command = publish.uploader(
-        where, chosen_repo, chosen_branch, private=private, create_pr=create_pr
-    )
-    if command is None:
-        missing = publish.no_uploader(where, chosen_repo, chosen_branch)
-        return UploadPlan(chosen_repo, chosen_branch, tuple(variants), (), missing)
-    return UploadPlan(chosen_repo, chosen_branch, tuple(variants), tuple(command))
+    request = publish.UploadRequest(chosen_repo, chosen_branch, repo_type, private, create_pr)
+    operations = publish.local_operations(project_dir, variants, chosen_branch)
+    dirty = publish.dirty_variants(project, project_dir)
+    return UploadPlan(request, project_dir, tuple(variants), tuple(operations), tuple(dirty))

@@ -26,10 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TextIO
 
-from build2cmake import offload
+from build2cmake import digest, folder_marks, offload
+from build2cmake import provenance as build_provenance
 from build2cmake.errors import Build2CMakeError, WriteRefusedError, printable
 from build2cmake.fileset import content_hash
-from build2cmake.model import Project
+from build2cmake.model import KernelDependency, Project
+from build2cmake.render import backend_choice_module, rocm_discovery_module
+from build2cmake.rocm_discovery import NOT_FOUND, missing_library_hints
 from build2cmake.safefs import RECORD_LIMIT_BYTES, ProjectFolder, read_regular_file
 from build2cmake.variant import (
     UNIVERSAL_VARIANT,
@@ -37,6 +40,8 @@ from build2cmake.variant import (
     installed_torch_backend,
     installed_torch_toolkit,
     toolkit_for_variant,
+    tvm_ffi_default_backend,
+    tvm_ffi_variant,
 )
 
 VARIANTS_RECORD = "build/.build2cmake-variants.json"
@@ -145,21 +150,43 @@ def _run(
     *,
     env: Mapping[str, str] | None = None,
     log: TextIO | None = None,
+    not_found: list[str] | None = None,
 ) -> None:
     """Run a build step with its output on the terminal (or in `log`); a failure is one clear
-    error."""
+    error. With `not_found`, the output passes through here, and the headers its "'<header>'
+    file not found" errors name are appended to it."""
     print(printable("+ " + " ".join(command)), file=log or sys.stdout, flush=True)
-    result = subprocess.run(
-        list(command),
-        cwd=cwd,
-        env=None if env is None else dict(env),
-        stdout=log,
-        stderr=subprocess.STDOUT if log is not None else None,
-        check=False,
-    )
-    if result.returncode != 0:
+    if not_found is None:
+        result = subprocess.run(
+            list(command),
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            stdout=log,
+            stderr=subprocess.STDOUT if log is not None else None,
+            check=False,
+        )
+        returncode = result.returncode
+    else:
+        out = log or sys.stdout
+        with subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        ) as process:
+            assert process.stdout is not None
+            for raw in process.stdout:
+                line = raw.decode("utf-8", "replace")
+                out.write(line)
+                out.flush()
+                match = NOT_FOUND.search(line)
+                if match and len(not_found) < 100:
+                    not_found.append(match.group(1))
+        returncode = process.returncode
+    if returncode != 0:
         where = f"; see {log.name}" if log is not None else "; see its output above"
-        raise Build2CMakeError(f"{what} failed (exit {result.returncode}){where}")
+        raise Build2CMakeError(f"{what} failed (exit {returncode}){where}")
 
 
 def compile_project(
@@ -190,6 +217,11 @@ def compile_project(
             relative = build_dir.relative_to(project_dir).as_posix()
             folder.makedirs(relative)
             folder.check_real_tree(relative, BUILD_FOLDER_WRITERS)
+            # Whatever a folder we did not make holds (a CMake cache that runs code, objects
+            # Ninja would link unrebuilt) must not reach CMake: see folder_marks.
+            note = folder_marks.claim(folder, relative)
+            if note is not None:
+                print(printable(note), file=log or sys.stdout, flush=True)
     else:
         build_dir.mkdir(parents=True, exist_ok=True)  # a folder of the caller's choosing
         with ProjectFolder(build_dir) as folder:
@@ -226,7 +258,16 @@ def compile_project(
     build = [cmake_program(), "--build", str(build_dir)]
     if jobs:
         build += ["--parallel", str(jobs)]
-    _run(build, "CMake build", env=env, log=log)
+    not_found: list[str] = []
+    try:
+        _run(build, "CMake build", env=env, log=log, not_found=not_found)
+    except Build2CMakeError:
+        if backend == "rocm":
+            # A missing header of a ROCm library kernels include (rocWMMA, hipBLASLt, ...): one
+            # line naming the library and how to install it, as ROCm discovery knows it.
+            for line in missing_library_hints(not_found, cmake_program(), env):
+                print(printable(line), file=log or sys.stdout, flush=True)
+        raise
     with ProjectFolder(build_dir) as folder:
         _remove_any(folder, PurePosixPath(install_dir.name))
     _run([cmake_program(), "--install", str(build_dir)], "CMake install", env=env, log=log)
@@ -311,23 +352,50 @@ def _python_files(folder: ProjectFolder, package: PurePosixPath, pyext: Sequence
     return sorted(found)
 
 
+def kernel_dependency_record(dependency: KernelDependency) -> dict[str, object]:
+    """One `kernel-depends` entry as kernels-data writes it (version or revision, not both)."""
+    record: dict[str, object] = {"repo-id": dependency.repo_id}
+    if dependency.version is not None:
+        record["version"] = dependency.version
+    if dependency.revision is not None:
+        record["revision"] = dependency.revision
+    return record
+
+
 def metadata_for(
-    project: Project, extension: str, backend: str, archs: Sequence[str]
+    project: Project,
+    extension: str,
+    backend: str,
+    archs: Sequence[str],
+    *,
+    provenance: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
-    """The metadata.json `kernels` reads for one build variant."""
+    """The metadata.json `kernels` reads for one build variant (the `digest` is added when the
+    variant's files are laid out, see install_variant).
+
+    Keyword-only arguments add records that do not follow from build.toml (`provenance`:
+    see build2cmake.provenance); later ones belong after it, keyword-only too.
+    """
     backend_info: dict[str, object] = {"type": backend}
     if archs:
         backend_info["archs"] = list(archs)
-    return {
+    metadata: dict[str, object] = {
         "id": extension,
         # kernels' names are lowercase letters, digits and dashes; it maps them back to the
         # Python package name (dashes to underscores).
         "name": project.name.lower().replace("_", "-"),
         "version": project.version if project.version is not None else 1,
         "license": project.license or NO_LICENSE,
-        "python-depends": list(project.python_depends),
+        "python-depends": list(project.python_depends_for(backend)),
+        "kernel-depends": [
+            kernel_dependency_record(dependency)
+            for dependency in project.kernel_depends_for(backend)
+        ],
         "backend": backend_info,
     }
+    if provenance is not None:
+        metadata["provenance"] = dict(provenance)
+    return metadata
 
 
 def compiled_archs(backend: str, library: Path, cmake_archs: Sequence[str]) -> list[str]:
@@ -366,6 +434,32 @@ def noarch_variant(
     installed = installed_torch_backend(python)
     chosen = installed if installed in project.backends else project.backends[0]
     return f"torch-{chosen}", chosen
+
+
+def auto_backend(declared: Sequence[str], torch_backend: str, *, log: TextIO | None = None) -> str:
+    """The backend to build for a torch that is a build for none of `declared`: the one declared
+    GPU backend whose compiler is here, as the generated build itself chooses (the same CMake
+    module, build2cmake_backend.cmake, run as a script). Zero or several: an error saying which
+    compilers were found."""
+    command = [
+        cmake_program(),
+        f"-DBUILD2CMAKE_DECLARED_BACKENDS={';'.join(declared)}",
+        f"-DBUILD2CMAKE_TORCH_BACKEND={torch_backend}",
+        f"-DBUILD2CMAKE_FIND_ROCM_MODULE={rocm_discovery_module()}",
+        "-P",
+        str(backend_choice_module()),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    said = dict(line.partition("=")[::2] for line in result.stderr.splitlines() if "=" in line)
+    chosen = said.get("backend", "")
+    if chosen in declared:
+        print(printable(said.get("note", "")), file=log or sys.stdout, flush=True)
+        return chosen
+    raise Build2CMakeError(
+        f"backend {torch_backend!r} (from the installed torch) is not one that build.toml "
+        f"declares ({', '.join(declared)}), and not exactly one of its GPU backends has a "
+        f"compiler here ({said.get('found', 'none found')}); pick one with --backend"
+    )
 
 
 class VariantMismatchError(Build2CMakeError):
@@ -408,38 +502,51 @@ def compile_variant(
             archs = list(project.noarch.cuda_capabilities)
         elif project.noarch is not None and chosen == "rocm":
             archs = list(project.noarch.rocm_archs)
-        metadata = metadata_for(project, extension_for["universal"], chosen, archs)
+        metadata = metadata_for(
+            project,
+            extension_for["universal"],
+            chosen,
+            archs,
+            provenance=build_provenance.provenance(project_dir),
+        )
         return CompiledVariant(variant, None, metadata)
-    if backend is None:
+    tvm_ffi = project.framework == "tvm-ffi"
+    if backend is None and tvm_ffi:
+        chosen = tvm_ffi_default_backend(project.buildable_backends)
+    elif backend is None:
         chosen = installed_torch_backend(python)
         if chosen not in extension_for:
-            raise Build2CMakeError(
-                f"backend {chosen!r} (from the installed torch) is not one that build.toml "
-                f"declares ({', '.join(extension_for)}); pick one with --backend"
-            )
+            chosen = auto_backend(list(extension_for), chosen, log=log)
     else:
         chosen = backend
-    torch_toolkit = installed_torch_toolkit(python)
+    # A tvm-ffi build involves no torch: its variant is named after the compiler's toolkit.
+    torch_toolkit = ("none", None) if tvm_ffi else installed_torch_toolkit(python)
     named: list[str | None] = []
 
-    def check_toolkit(info: dict[str, object]) -> None:
-        version, note = toolkit_for_variant(
+    def variant_of(info: dict[str, object], version: str | None) -> str:
+        if tvm_ffi:
+            return tvm_ffi_variant(str(info["tvm_ffi_version"]), chosen, version)
+        return arch_variant(
+            str(info["torch_version"]),
+            bool(info["torch_cxx11_abi"]),
             chosen,
-            str(info.get("backend_version") or "") or None,
-            torch_toolkit,
-            allow_mismatch=allow_toolkit_mismatch,
+            version,
+            stable_abi=str(info.get("stable_abi") or "") or None,
         )
+
+    def check_toolkit(info: dict[str, object]) -> None:
+        compiler_version = str(info.get("backend_version") or "") or None
+        if tvm_ffi:
+            version, note = compiler_version, None
+        else:
+            version, note = toolkit_for_variant(
+                chosen, compiler_version, torch_toolkit, allow_mismatch=allow_toolkit_mismatch
+            )
         if note:
             print(printable(f"build2cmake: {note}"), file=log or sys.stdout, flush=True)
         named.append(version)
         if expected_variant is not None:
-            made = arch_variant(
-                str(info["torch_version"]),
-                bool(info["torch_cxx11_abi"]),
-                chosen,
-                version,
-                stable_abi=str(info.get("stable_abi") or "") or None,
-            )
+            made = variant_of(info, version)
             if made != expected_variant:
                 raise VariantMismatchError(
                     f"the environment's torch and toolkit make {made}, not {expected_variant}"
@@ -461,19 +568,16 @@ def compile_variant(
     if len(libraries) != 1:
         raise Build2CMakeError(f"{install_dir}: expected one {extension}*.so, found {libraries}")
     library = libraries[0]
-    # torch's version and C++ ABI as CMake found them (no import of torch: seconds of CPU
-    # that would compete with the compiler).
-    variant = arch_variant(
-        str(info["torch_version"]),
-        bool(info["torch_cxx11_abi"]),
-        chosen,
-        named[0],
-        stable_abi=str(info.get("stable_abi") or "") or None,
-    )
+    # torch's version and C++ ABI (or tvm-ffi's release) as CMake found them (no import of
+    # torch: seconds of CPU that would compete with the compiler).
+    variant = variant_of(info, named[0])
     cmake_archs = info.get("archs", [])
     assert isinstance(cmake_archs, list)
     archs = compiled_archs(chosen, library, [str(a) for a in cmake_archs])
-    return CompiledVariant(variant, library, metadata_for(project, extension, chosen, archs))
+    metadata = metadata_for(
+        project, extension, chosen, archs, provenance=build_provenance.provenance(project_dir)
+    )
+    return CompiledVariant(variant, library, metadata)
 
 
 def build(
@@ -502,11 +606,11 @@ def build(
 
 
 def _check_python_package(project: Project, project_dir: Path) -> None:
-    package_dir = project_dir / "torch-ext" / project.package_name
+    package_dir = project_dir / project.python_source_dir / project.package_name
     if not (package_dir / "__init__.py").is_file():
         raise Build2CMakeError(
             f"{package_dir / '__init__.py'}: missing; the kernel's Python package lives in "
-            f"torch-ext/{project.package_name}/ and needs an __init__.py"
+            f"{project.python_source_dir}/{project.package_name}/ and needs an __init__.py"
         )
 
 
@@ -520,13 +624,12 @@ def install_variant(
     the project are refused (the variant is what gets uploaded).
     """
     _check_python_package(project, project_dir)
-    package = PurePosixPath("torch-ext") / project.package_name
-    pyext = project.torch.pyext if project.torch is not None else ("py", "pyi")
+    package = PurePosixPath(project.python_source_dir) / project.package_name
+    pyext = project.pyext
     variant, library, metadata = compiled.variant, compiled.library, compiled.metadata
     if not _VARIANT_NAME.fullmatch(variant):
         raise Build2CMakeError(f"{variant!r}: not a usable variant folder name")
 
-    metadata_bytes = (json.dumps(metadata, indent=2) + "\n").encode("utf-8")
     build_root = PurePosixPath("build")
     destination = build_root / variant
     with ProjectFolder(project_dir) as folder:
@@ -542,6 +645,8 @@ def install_variant(
                 )
             staging = folder.make_temporary_dir(build_root, f".{variant}.")
             try:
+                # What the variant ships, relative path -> bytes: the digest covers exactly it.
+                shipped: dict[str, bytes] = {}
                 for relative in _python_files(folder, package, pyext):
                     data = read_regular_file(
                         project_dir / str(package / relative),
@@ -550,9 +655,13 @@ def install_variant(
                         root=project_dir,
                     )
                     folder.write_atomic(staging / relative, data)
+                    shipped[relative] = data
                 if library is not None:
                     binary = read_regular_file(library, LIBRARY_LIMIT_BYTES, "extension")
                     folder.write_atomic(staging / library.name, binary, mode=0o755)
+                    shipped[library.name] = binary
+                metadata = {**metadata, "digest": digest.variant_digest(shipped)}
+                metadata_bytes = (json.dumps(metadata, indent=2) + "\n").encode("utf-8")
                 folder.write_atomic(staging / "metadata.json", metadata_bytes)
                 old = None
                 if folder.lstat(destination) is not None:

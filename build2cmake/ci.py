@@ -10,13 +10,40 @@ to write it and its quoting is exact whatever the project's path or names.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
-from build2cmake.errors import printable
+from build2cmake.errors import Build2CMakeError, printable
 from build2cmake.hub_variants import HubVariant
 
 WORKFLOW_PATH = ".github/workflows/build2cmake-variants.yml"
+
+# Installs sccache and exports the GitHub Actions cache's URL and token that sccache's `gha`
+# storage (SCCACHE_GHA_ENABLED) needs, as sccache's documentation says to.
+SCCACHE_ACTION = "mozilla-actions/sccache-action@v0.0.10"
+
+# What a path or name from the repository may be to reach the workflow. JSON quoting makes any
+# string valid YAML, but GitHub Actions evaluates `${{ ... }}` inside every string value (an
+# `env:` entry, an artifact path) before a step runs: a folder named
+# `${{ secrets.HF_TOKEN }}` would put the secret into the log. Actions has no escape for `${{`,
+# so what cannot be written safely is refused: each path component is ASCII letters, digits and
+# `._+-` (no `$`, braces, quotes, spaces, glob characters or `:`), checked as a full match.
+_SAFE_COMPONENT = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9._+-]{0,127}", re.ASCII)
+
+
+def checked_workflow_value(value: str, what: str) -> str:
+    """`value` when every `/`-separated part is a full match of the safe ASCII rule; else one
+    error naming it (escaped) and what would be valid."""
+    parts = value.split("/")
+    if not all(_SAFE_COMPONENT.fullmatch(p) and p not in (".", "..") for p in parts):
+        raise Build2CMakeError(
+            f"{what} {value!r}: ci github copies it into the workflow, where GitHub Actions "
+            "evaluates `${{ ... }}` and YAML reads ':', '#', quotes and line breaks; use folder "
+            "and file names of ASCII letters, digits and '._+-' only (rename the folder, or "
+            "write the workflow by hand)"
+        )
+    return value
 
 
 def github_workflow(
@@ -26,7 +53,13 @@ def github_workflow(
     python_version: str = "3.11",
     build2cmake_requirement: str = "build2cmake[variants]",
 ) -> str:
-    """The workflow text for `build_toml` (relative to the repository root)."""
+    """The workflow text for `build_toml` (relative to the repository root).
+
+    Every string from the repository is checked with `checked_workflow_value` first.
+    """
+    checked_workflow_value(build_toml.as_posix(), "build.toml path")
+    for variant in variants:
+        checked_workflow_value(variant.spec, "variant")
     project_dir = build_toml.parent.as_posix()
     build_dir = "build" if project_dir == "." else f"{project_dir}/build"
     build_command = 'build2cmake build "$BUILD_TOML" --variants "$VARIANT" -j "$(nproc)"'
@@ -41,15 +74,23 @@ def github_workflow(
                     "fail-fast": False,
                     "matrix": {"variant": [v.spec for v in variants]},
                 },
-                "env": {"BUILD_TOML": build_toml.as_posix(), "VARIANT": "${{ matrix.variant }}"},
+                "env": {
+                    "BUILD_TOML": build_toml.as_posix(),
+                    "VARIANT": "${{ matrix.variant }}",
+                    # sccache's storage is the GitHub Actions cache (the action below exports its
+                    # URL and token); naming a remote storage makes the build compile through
+                    # sccache, so a re-run of the matrix reuses every unchanged object.
+                    "SCCACHE_GHA_ENABLED": "true",
+                },
                 "steps": [
                     {"uses": "actions/checkout@v4"},
                     {"uses": "actions/setup-python@v5", "with": {"python-version": python_version}},
+                    {"name": "Set up sccache", "uses": SCCACHE_ACTION},
                     {
-                        "name": "Cache uv and ccache",
+                        "name": "Cache uv",
                         "uses": "actions/cache@v4",
                         "with": {
-                            "path": "~/.cache/uv\n~/.cache/ccache",
+                            "path": "~/.cache/uv",
                             "key": "build2cmake-${{ matrix.variant }}-"
                             "${{ hashFiles(env.BUILD_TOML) }}",
                             "restore-keys": "build2cmake-${{ matrix.variant }}-",
@@ -57,8 +98,7 @@ def github_workflow(
                     },
                     {
                         "name": "Install build2cmake",
-                        "run": "sudo apt-get install -y ccache\n"
-                        f"python -m pip install '{build2cmake_requirement}'",
+                        "run": f"python -m pip install '{build2cmake_requirement}'",
                     },
                     {"name": "Build ${{ matrix.variant }}", "run": build_command},
                     {

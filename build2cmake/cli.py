@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from build2cmake import __version__, api, doctor, publish
+from build2cmake import __version__, api, checks, doctor, publish
 from build2cmake.errors import Build2CMakeError, BuildConfigErrors, printable
 from build2cmake.hub_variants import parse_variants
 from build2cmake.init import DEFAULT_ROCM_ARCHS
@@ -116,6 +116,31 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_variant_options(bld)
 
+    abi = commands.add_parser(
+        "check-abi",
+        help="check built extensions with kernel-abi-check (as kernel-builder check-abi)",
+        description="Check every compiled extension of build/<variant>/ folders: manylinux "
+        "symbol versions (ELF; macOS version for Mach-O), the Python stable ABI, and with "
+        "--torch-stable-abi torch's stable ABI (shim functions of later torch releases, torch's "
+        "C++ API). `build` runs the same checks. Exits 1 when a violation is found.",
+    )
+    abi.add_argument(
+        "path",
+        type=Path,
+        nargs="?",
+        default=Path("build.toml"),
+        metavar="BUILD_TOML|VARIANT_DIR",
+        help="the project's build.toml (all its build/<variant>/) or one variant folder",
+    )
+    abi.add_argument("-m", "--manylinux", default=checks.MANYLINUX, metavar="VERSION")
+    abi.add_argument("-p", "--python-abi", default=checks.PYTHON_ABI, metavar="VERSION")
+    abi.add_argument("--macos", default=checks.MACOS, metavar="VERSION")
+    abi.add_argument(
+        "--torch-stable-abi",
+        metavar="VERSION",
+        help="also check torch's stable ABI of this version (e.g. 2.10); default: not checked",
+    )
+
     doc = commands.add_parser(
         "doctor",
         help="what this machine can build: torch, HIP/CUDA compilers, archs, fixes",
@@ -215,22 +240,40 @@ def _add_sharing_commands(commands: argparse._SubParsersAction[argparse.Argument
 
     upl = commands.add_parser(
         "upload",
-        help="hand build/ to the Hugging Face uploader (refuses a stale build)",
+        help="publish build/ to the Hugging Face Hub (refuses a stale build)",
         description="Check that every build/<variant>/ matches build.toml and is newer than its "
-        "sources, then run the Hugging Face uploader (`kernels upload` when the installed kernels "
-        "has it, else `kernel-builder upload`): build/ to branch v<version> of the repo-id, "
-        "build/README.md (the card) to main.",
+        "sources, then publish with huggingface_hub, as kernel-builder upload does: build/ and "
+        "benchmarks/benchmark*.py to branch v<version> of the repo-id (files of an uploaded "
+        "variant that the build no longer makes are deleted), build/README.md (the card) to "
+        "main as README.md. The token is huggingface_hub's (HF_TOKEN, or `hf auth login`); "
+        "HF_ENDPOINT picks another Hub.",
     )
     upl.add_argument(
         "build_toml", type=Path, nargs="?", default=Path("build.toml"), metavar="BUILD_TOML"
     )
     upl.add_argument("--repo-id", help="default: [general.hub].repo-id")
-    upl.add_argument("--branch", help="default: v<version>")
+    upl.add_argument("--branch", help="default: [general.hub].branch, else v<version>")
     upl.add_argument("--ops-id", metavar="ID", help="the ops id the variants were built with")
     upl.add_argument("--private", action="store_true", help="create the repository private")
-    upl.add_argument("--create-pr", action="store_true", help="open a pull request instead")
     upl.add_argument(
-        "--dry-run", action="store_true", help="check and print the command; upload nothing"
+        "--create-pr",
+        action="store_true",
+        help="open a pull request per branch instead of committing (the repository and branch "
+        "must exist)",
+    )
+    upl.add_argument(
+        "--repo-type",
+        choices=("kernel", "model"),
+        default="kernel",
+        help="kind of Hub repository (default: kernel; model for older repositories)",
+    )
+    upl.add_argument(
+        "--output-json", type=Path, metavar="PATH", help="write a JSON summary of the upload"
+    )
+    upl.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check build/ and list every operation, one a line; contact nothing",
     )
 
 
@@ -384,6 +427,21 @@ def _run(args: argparse.Namespace) -> int:
         # The "built" line stays last: scripts read the variant folder from it.
         _print_sharing(sharing)
         _out(f"built {built.path} (backend {backend['type']}, archs {archs})")
+    elif args.command == "check-abi":
+        policy = checks.AbiPolicy(
+            manylinux=args.manylinux,
+            python_abi=args.python_abi,
+            macos=args.macos,
+            torch_stable_abi=args.torch_stable_abi,
+        )
+        abi_reports = api.check_abi(args.path, policy)
+        if any(not r.checked for r in abi_reports):
+            raise Build2CMakeError(abi_reports[0].summary())
+        for abi_report in abi_reports:
+            _out(*abi_report.summary().splitlines())
+        if not abi_reports:
+            _out("no compiled extension to check")
+        return 0 if all(r.ok for r in abi_reports) else 1
     elif args.command == "doctor":
         diagnosis = doctor.diagnose(args.build_toml)
         _out(*diagnosis.lines)
@@ -398,8 +456,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.output is None:
             sys.stdout.write(workflow)
         else:
-            args.output.parent.mkdir(parents=True, exist_ok=True)
-            args.output.write_text(workflow, "utf-8")
+            api.write_workflow(args.output, workflow, args.build_toml, args.repository)
             _out(f"wrote {args.output}")
     elif args.command == "update-build":
         if api.update_build(args.build_toml):
@@ -453,19 +510,27 @@ def _run_sharing(args: argparse.Namespace) -> int:
         ops_id=args.ops_id,
         private=args.private,
         create_pr=args.create_pr,
+        repo_type=args.repo_type,
     )
-    _out(f"upload to {plan.repo_id}, branch {plan.branch}:")
-    _out(*publish.describe(plan.variants, args.build_toml.parent))
-    if not plan.command:
-        if args.dry_run:
-            _out(f"dry run: build/ is ready; {plan.missing}")
-            return 0
-        raise Build2CMakeError(plan.missing)
-    _out("+ " + " ".join(plan.command), flush=True)
+    if plan.dirty:
+        _err(
+            f"warning: {', '.join(plan.dirty)} built from a checkout with uncommitted changes: "
+            "the recorded commit does not fully identify their sources"
+        )
     if args.dry_run:
+        _out(*publish.dry_run_lines(plan.request, plan.operations))
         _out("dry run: nothing uploaded")
         return 0
-    return publish.run_upload(plan.command)
+    outcome = publish.upload(plan.request, plan.project_dir, plan.variants)
+    if outcome.status == "no_changes":
+        _out("no changes to upload")
+    for branch, url in outcome.pull_requests:
+        _out(f"pull request against {branch}: {url}")
+    if outcome.url is not None:
+        _out(f"uploaded: {outcome.url}")
+    if args.output_json is not None:
+        api.write_upload_summary(args.output_json, outcome)
+    return 0
 
 
 def _build_variants(args: argparse.Namespace) -> int:

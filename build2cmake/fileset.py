@@ -30,8 +30,10 @@ GENERATED_PATTERNS = (
     "CMakeLists.txt",
     "pyproject.toml",
     "cmake/*",
+    "cmake/build2cmake-metadata/build2cmake_metadata.py",
     "torch-ext/registration.h",
     "torch-ext/*/_ops.py",
+    "tvm-ffi-ext/*/_ops.py",
 )
 # A generated file is a few KiB; one the user replaced with something bigger is not ours.
 GENERATED_LIMIT_BYTES = 16 << 20

@@ -14,6 +14,9 @@ from pathlib import PurePosixPath
 # may declare any known backend; generate and build skip the ones it cannot build and say so.
 KNOWN_BACKENDS = ("cann", "cpu", "cuda", "metal", "neuron", "rocm", "tpu", "xpu")
 BUILDABLE_BACKENDS = ("cpu", "cuda", "rocm")
+# The backends of [tvm-ffi] kernels this build2cmake builds: those upstream builds tvm-ffi
+# variants for on Linux, less xpu (nix-builder/versions.nix: no ROCm build set has tvm-ffi).
+TVM_FFI_BACKENDS = ("cpu", "cuda")
 
 # The framework sections of build.toml: compiled torch ops, pure-Python torch ops (no compiled
 # code: Triton or plain Python), or ops for Apache TVM FFI.
@@ -76,7 +79,8 @@ class Noarch:
 
 @dataclass(frozen=True)
 class TvmFfi:
-    """`[tvm-ffi]`: a kernel bound to Apache TVM FFI instead of torch (parsed, not built)."""
+    """`[tvm-ffi]`: a kernel bound to Apache TVM FFI instead of torch: its binding sources
+    compile with the kernels into one shared library that `tvm_ffi.load_module` loads."""
 
     sources: tuple[PurePosixPath, ...]
     includes: tuple[PurePosixPath, ...] = ()
@@ -128,6 +132,20 @@ class Project:
         return self.name.replace("-", "_")
 
     @property
+    def python_source_dir(self) -> str:
+        """The folder holding the kernel's Python package: tvm-ffi-ext for [tvm-ffi] kernels
+        (as kernel-builder lays them out), torch-ext otherwise."""
+        return "tvm-ffi-ext" if self.framework == "tvm-ffi" else "torch-ext"
+
+    @property
+    def pyext(self) -> tuple[str, ...]:
+        """The file extensions of the Python package a build ships."""
+        for section in (self.torch, self.noarch, self.tvm_ffi):
+            if section is not None:
+                return section.pyext
+        return ("py", "pyi")
+
+    @property
     def universal(self) -> bool:
         """A kernel with nothing to compile (torch-noarch, the older `universal = true`)."""
         return self.framework == "torch-noarch"
@@ -135,12 +153,17 @@ class Project:
     @property
     def buildable_backends(self) -> tuple[str, ...]:
         """The declared backends this build2cmake can build, in BUILDABLE_BACKENDS order."""
-        return tuple(b for b in BUILDABLE_BACKENDS if b in self.backends)
+        return tuple(b for b in self.supported_backends if b in self.backends)
 
     @property
     def skipped_backends(self) -> tuple[str, ...]:
         """The declared backends this build2cmake cannot build (metal, xpu, ...)."""
-        return tuple(b for b in self.backends if b not in BUILDABLE_BACKENDS)
+        return tuple(b for b in self.backends if b not in self.supported_backends)
+
+    @property
+    def supported_backends(self) -> tuple[str, ...]:
+        """The backends this build2cmake builds for a kernel of this framework."""
+        return TVM_FFI_BACKENDS if self.framework == "tvm-ffi" else BUILDABLE_BACKENDS
 
     def kernels_for(self, backend: str) -> tuple[Kernel, ...]:
         """The kernel sections built when `backend` is selected."""
@@ -149,3 +172,7 @@ class Project:
     def python_depends_for(self, backend: str) -> tuple[str, ...]:
         """The Python requirements of a build for `backend`: general ones, then the backend's."""
         return self.python_depends + dict(self.backend_python_depends).get(backend, ())
+
+    def kernel_depends_for(self, backend: str) -> tuple[KernelDependency, ...]:
+        """The Hub kernels a build for `backend` needs: general ones, then the backend's."""
+        return self.kernel_depends + dict(self.backend_kernel_depends).get(backend, ())

@@ -22,6 +22,10 @@ from build2cmake.model import Project
 
 # Where generated projects put their CMake build (pyproject's build-dir; clean removes it).
 BUILD_DIR = "build/cmake"
+# The pyproject's metadata provider, alone in its folder (provider-path): Python imports the
+# provider and the modules it imports from there first, so nothing else may lie beside it.
+METADATA_PROVIDER_FOLDER = "cmake/build2cmake-metadata"
+METADATA_PROVIDER = f"{METADATA_PROVIDER_FOLDER}/build2cmake_metadata.py"
 
 # Copied as they are into the cmake/ folder of a project whose ROCm kernels list CUDA sources:
 # the build-time script that hipifies them.
@@ -49,6 +53,15 @@ def _data_dir(name: str) -> Path:
 def rocm_discovery_module() -> Path:
     """The static CMake module that finds ROCm: copied into builds, run by doctor."""
     return _data_dir("cmake_templates") / "rocm" / "build2cmake_find_rocm.cmake"
+
+
+BACKEND_CHOICE_MODULE = "common/build2cmake_backend.cmake"
+
+
+def backend_choice_module() -> Path:
+    """The static CMake module that picks the GPU backend for a torch of no declared backend:
+    copied into builds, run by `build2cmake build` (cmake -P)."""
+    return _data_dir("cmake_templates") / BACKEND_CHOICE_MODULE
 
 
 @functools.cache
@@ -165,6 +178,7 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
         "toolchain_backends": buildable,
         "default_backend": options.default_backend,
         "build_dir": BUILD_DIR,
+        "metadata_provider_folder": METADATA_PROVIDER_FOLDER,
         "project_version": str(project.version) if project.version is not None else "0",
         "extension_names": [(extension_name(project, b, options.ops_id), b) for b in buildable],
         "backend_python_depends": [
@@ -194,14 +208,20 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
         return f"# {header}\n{text}"
 
     files = FileSet()
-    if project.framework != "torch":
+    if project.universal:
         context["universal_namespace"] = extension_name(project, "universal", options.ops_id)
         files.add("pyproject.toml", render("common/pyproject_universal.toml.j2"))
         files.add(PurePosixPath("torch-ext") / package / "_ops.py", render("_ops_universal.py.j2"))
         return files
-    files.add("CMakeLists.txt", render("common/CMakeLists.txt.j2"))
-    files.add("pyproject.toml", render("common/pyproject.toml.j2"))
+    # A [tvm-ffi] kernel has its own top level and Python glue (tvm-ffi/) over the same backend
+    # modules and shared machinery (build2cmake_torch.cmake, which builds without torch there).
+    tvm_ffi = project.framework == "tvm-ffi"
+    top = "tvm-ffi" if tvm_ffi else "common"
+    files.add("CMakeLists.txt", render(f"{top}/CMakeLists.txt.j2"))
+    files.add("pyproject.toml", render(f"{top}/pyproject.toml.j2"))
     files.add("cmake/build2cmake_torch.cmake", render("common/build2cmake_torch.cmake.j2"))
+    if tvm_ffi:
+        files.add("cmake/build2cmake_tvm_ffi.cmake", render("tvm-ffi/build2cmake_tvm_ffi.cmake.j2"))
     for backend in buildable:
         files.add(
             f"cmake/build2cmake_{backend}.cmake",
@@ -215,7 +235,12 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
         static = rocm_discovery_module().read_text(encoding="utf-8")
         files.add("cmake/build2cmake_find_rocm.cmake", f"# {header}\n{static}")
     files.add("cmake/build2cmake_build_dir.cmake", copied("common/build2cmake_build_dir.cmake"))
-    files.add("cmake/build2cmake_metadata.py", copied("common/build2cmake_metadata.py"))
+    # Static too: the backend choice for a torch of no declared backend, which `build` also runs.
+    files.add("cmake/build2cmake_backend.cmake", copied(BACKEND_CHOICE_MODULE))
+    files.add(METADATA_PROVIDER, copied("common/build2cmake_metadata.py"))
+    if tvm_ffi:
+        files.add(PurePosixPath("tvm-ffi-ext") / package / "_ops.py", render("tvm-ffi/_ops.py.j2"))
+        return files
     # Projects made with kernel-builder often ship its registration.h: used as it is when it
     # defines what the binding's macros need (the stable-ABI ones for a stable-ABI build).
     needs: tuple[str, ...] = ("TORCH_LIBRARY_EXPAND", "REGISTER_EXTENSION")

@@ -13,7 +13,9 @@ where <backend> is `cpu`, `cu<major><minor>` (torch.version.cuda) or `rocm<major
 from __future__ import annotations
 
 import json
+import os
 import platform
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -167,6 +169,19 @@ def backend_tag(backend: str, backend_version: str | None) -> str:
     return f"{prefix}{major}{minor}"
 
 
+def _compute_system(
+    backend: str, backend_version: str | None, machine: str | None, system: str | None
+) -> str:
+    """The part of an arch variant's name after its framework: cu130-x86_64-linux."""
+    cpu = machine or platform.machine()
+    os_name = (system or platform.system()).lower()
+    if os_name == "windows" and cpu == "AMD64":
+        cpu = "x86_64"
+    if os_name == "darwin" and cpu == "arm64":
+        cpu = "aarch64"
+    return f"{backend_tag(backend, backend_version)}-{cpu}-{os_name}"
+
+
 def arch_variant(
     torch_version: str,
     cxx11_abi: bool,
@@ -182,14 +197,38 @@ def arch_variant(
     compiled it (torch-stable-abi210-cpu-x86_64-linux), as `kernels` looks for it.
     """
     major, minor = _major_minor(stable_abi or torch_version)
-    cpu = machine or platform.machine()
-    os_name = (system or platform.system()).lower()
-    if os_name == "windows" and cpu == "AMD64":
-        cpu = "x86_64"
-    if os_name == "darwin" and cpu == "arm64":
-        cpu = "aarch64"
-    compute = f"{backend_tag(backend, backend_version)}-{cpu}-{os_name}"
+    compute = _compute_system(backend, backend_version, machine, system)
     if stable_abi:
         return f"torch-stable-abi{major}{minor}-{compute}"
     abi = "cxx11" if cxx11_abi else "cxx98"
     return f"torch{major}{minor}-{abi}-{compute}"
+
+
+def tvm_ffi_variant(
+    tvm_ffi_version: str,
+    backend: str,
+    backend_version: str | None,
+    machine: str | None = None,
+    system: str | None = None,
+) -> str:
+    """The variant folder of an Apache TVM FFI build, e.g. tvm-ffi01-cu130-x86_64-linux: named
+    after the apache-tvm-ffi major.minor release (kernels' variants.TvmFfi, kernel-builder's
+    tvm-ffi build-variants.cmake) and the toolkit that compiled it, not after any torch."""
+    major, minor = _major_minor(tvm_ffi_version)
+    return f"tvm-ffi{major}{minor}-{_compute_system(backend, backend_version, machine, system)}"
+
+
+def tvm_ffi_default_backend(buildable: tuple[str, ...]) -> str:
+    """The backend a tvm-ffi build picks when none is given (no torch to ask): cuda when nvcc is
+    found and declared, else cpu when declared, else the first declared; as the generated CMake
+    does (build2cmake_tvm_ffi_default_backend)."""
+    if "cuda" in buildable and _nvcc_found():
+        return "cuda"
+    return "cpu" if "cpu" in buildable else buildable[0]
+
+
+def _nvcc_found() -> bool:
+    homes = [os.environ.get(name, "") for name in ("CUDA_HOME", "CUDA_PATH")]
+    candidates = [os.path.join(home, "bin", "nvcc") for home in homes if home]
+    candidates.append("/usr/local/cuda/bin/nvcc")
+    return shutil.which("nvcc") is not None or any(os.access(c, os.X_OK) for c in candidates)

@@ -21,11 +21,12 @@ UPDATE_GOLDEN = os.environ.get("BUILD2CMAKE_UPDATE_GOLDEN") == "1"
 
 GENERATED = [
     "CMakeLists.txt",
+    "cmake/build2cmake-metadata/build2cmake_metadata.py",
+    "cmake/build2cmake_backend.cmake",
     "cmake/build2cmake_build_dir.cmake",
     "cmake/build2cmake_cpu.cmake",
     "cmake/build2cmake_cuda.cmake",
     "cmake/build2cmake_find_rocm.cmake",
-    "cmake/build2cmake_metadata.py",
     "cmake/build2cmake_rocm.cmake",
     "cmake/build2cmake_torch.cmake",
     "pyproject.toml",

@@ -7,10 +7,8 @@
 include_guard(GLOBAL)
 
 if(NOT CMAKE_CUDA_COMPILER)
-  find_program(_b2c_nvcc nvcc
-    HINTS "$ENV{CUDA_HOME}/bin" "$ENV{CUDA_PATH}/bin"
-    PATHS /usr/local/cuda/bin
-    NO_CACHE)
+  # The search the backend choice also uses (build2cmake_backend.cmake).
+  build2cmake_find_nvcc(_b2c_nvcc)
   if(NOT _b2c_nvcc)
     message(FATAL_ERROR
       "build2cmake: no nvcc found (looked in $CUDA_HOME/bin, $CUDA_PATH/bin, PATH and "
@@ -86,6 +84,36 @@ endif()
 # compiler from 3.31 on; before, nothing is added.
 if(CMAKE_CUDA_HOST_COMPILER_ID STREQUAL "Clang")
   list(APPEND BUILD2CMAKE_CUDA_NVCC_FLAGS -Xcompiler=-fno-crash-diagnostics)
+endif()
+
+# A kernel compiled for several capabilities: nvcc --threads runs its per-capability steps (cicc,
+# ptxas) at once, up to BUILD2CMAKE_NVCC_THREADS (1: one after the other). Each thread takes up
+# to ~2 GB on large templated kernels, so the kernels' compiles run in a Ninja pool of one
+# compile per 2 GB per thread of the memory free at the first configure (see
+# build2cmake_torch.cmake for the C++ pool).
+set(BUILD2CMAKE_NVCC_THREADS 4 CACHE STRING
+  "nvcc --threads for a kernel with several capabilities: at most this many (1: off)")
+if(NOT BUILD2CMAKE_NVCC_THREADS MATCHES "^[1-9][0-9]?$")
+  message(FATAL_ERROR "BUILD2CMAKE_NVCC_THREADS=${BUILD2CMAKE_NVCC_THREADS}: expected a number "
+    "of threads from 1 (off) to 99")
+endif()
+math(EXPR _b2c_cuda_jobs "${BUILD2CMAKE_FREE_MEMORY_MB} / (2048 * ${BUILD2CMAKE_NVCC_THREADS})")
+if(_b2c_cuda_jobs LESS 1)
+  set(_b2c_cuda_jobs 1)
+endif()
+set(BUILD2CMAKE_CUDA_JOBS "${_b2c_cuda_jobs}" CACHE STRING
+  "CUDA kernels' compiles run at once (Ninja pool; default: one per 2 GB per nvcc thread)")
+set_property(GLOBAL APPEND PROPERTY JOB_POOLS build2cmake_cuda=${BUILD2CMAKE_CUDA_JOBS})
+
+# The host half of every CUDA source nvcc compiles (kernels' and the extension's) gets
+# -fno-gnu-unique too (see build2cmake_torch.cmake), when the host compiler takes it: g++ does,
+# clang does not (and never emits STB_GNU_UNIQUE symbols). Checked once, then cached.
+if(CMAKE_CUDA_COMPILER_ID STREQUAL "NVIDIA")
+  include(CheckCompilerFlag)
+  check_compiler_flag(CUDA -Xcompiler=-fno-gnu-unique BUILD2CMAKE_NVCC_HOST_NO_GNU_UNIQUE)
+  if(BUILD2CMAKE_NVCC_HOST_NO_GNU_UNIQUE)
+    add_compile_options("$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fno-gnu-unique>")
+  endif()
 endif()
 
 function(build2cmake_configure_extension_cuda extension)
@@ -178,6 +206,13 @@ function(build2cmake_add_cuda_kernel extension target)
       list(APPEND gencode "-gencode=arch=compute_${code},code=compute_${code}")
     endif()
   endforeach()
+  list(LENGTH gencode threads)
+  if(threads GREATER BUILD2CMAKE_NVCC_THREADS)
+    set(threads ${BUILD2CMAKE_NVCC_THREADS})
+  endif()
+  if(threads GREATER 1)  # with the -gencode options it parallelises
+    list(APPEND gencode "--threads=${threads}")
+  endif()
 
   build2cmake_kernel_library(${target} compiled ${arg_SOURCES})
   build2cmake_kernel_common(${extension} ${target}
@@ -187,7 +222,7 @@ function(build2cmake_add_cuda_kernel extension target)
       "$<$<COMPILE_LANGUAGE:CUDA>:${gencode};${BUILD2CMAKE_CUDA_NVCC_FLAGS};${arg_CUDA_FLAGS}>")
     target_link_libraries(${target} PRIVATE CUDA::cudart)
     set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES OFF
-      CUDA_STANDARD ${BUILD2CMAKE_CXX_STANDARD})
+      CUDA_STANDARD ${BUILD2CMAKE_CXX_STANDARD} JOB_POOL_COMPILE build2cmake_cuda)
     set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_GPU_ARCHS ${capabilities})
     message(STATUS "build2cmake: ${target} compiles CUDA for ${capabilities}")
   endif()

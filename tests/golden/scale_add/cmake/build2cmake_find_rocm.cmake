@@ -3,8 +3,10 @@
 # variables from the user. This file is the one place that knows where ROCm lives: the generated
 # build includes it, and `build2cmake doctor` runs it as a script (cmake -P), so both always agree.
 #
-# Roots, first hit wins: -DBUILD2CMAKE_ROCM_PATH, $ROCM_PATH, $HIP_PATH, /opt/rocm, /usr. In each
-# root the layouts below are tried in order:
+# Roots, first hit wins: -DBUILD2CMAKE_ROCM_PATH (alone when given: a root the user names is
+# used or refused, never passed over), $ROCM_PATH, $HIP_PATH, /opt/rocm, AMD's side-by-side
+# release trees /opt/rocm-X.Y.Z (newest first; BUILD2CMAKE_ROCM_RELEASES_DIR moves /opt), /usr.
+# In each root the layouts below are tried in order:
 #
 #   rocm          a ROCm release tree (/opt/rocm, 5.x and 6.x): <root>/lib/llvm/bin/clang++ (6.x)
 #                 or <root>/llvm/bin/clang++ (5.x); $HIP_PATH may point at <root>/hip. The
@@ -23,9 +25,13 @@
 #   _b2c_rocm_libdir    libamdhip64 & co.
 #   _b2c_rocm_cmakedir  the CMake packages (hip, hip-lang, amd_comgr)
 #   _b2c_rocm_bitcode   the device bitcode folder to pass explicitly ("" when the compiler finds it)
-#   _b2c_rocm_version   the HIP version from <root>/include/hip/hip_version.h (e.g. 6.4.43484)
-#   _b2c_rocm_thrust    <root>/include/thrust/complex.h when rocThrust is installed, else "": torch's
-#                       headers include it when compiled by a HIP compiler (see below)
+#   _b2c_rocm_version   the HIP version from <root>/include/hip/hip_version.h (e.g. 6.4.43484),
+#                       else the X.Y.Z of a release tree named rocm-X.Y.Z
+#   BUILD2CMAKE_ROCM_LIBRARIES   the ROCm libraries kernels include (kernel-builder's ROCm build
+#                       environment has them all), each with _b2c_rocm_lib_<name>_header (its key
+#                       header), _path (where it was found, "" when missing), _install (the
+#                       command that installs it for this ROCm) and _incomplete (a header the key
+#                       header includes beside itself that is missing; "" when complete); see below
 #   BUILD2CMAKE_ROCM_OFFLOAD_FLAGS  extra HIP compile options for device code: --offload-compress
 #                       on ROCm >= 6.2 (code objects for several archs shrink several times)
 #
@@ -34,8 +40,13 @@
 # found, the variables above as NAME=VALUE lines (to stderr), and never fails.
 
 include_guard(GLOBAL)
+# Run as a script (cmake -P) there is no cmake_minimum_required: without this, CMake 3.x
+# would read if(... IN_LIST ...) with its pre-3.3 rules. include() scopes it to this file.
+cmake_policy(VERSION 3.26)
 
 set(BUILD2CMAKE_ROCM_PATH "" CACHE PATH "ROCm installation to build with (default: searched)")
+set(BUILD2CMAKE_ROCM_RELEASES_DIR "/opt" CACHE PATH
+  "Where AMD's side-by-side ROCm release trees rocm-X.Y.Z are looked for")
 
 # The HIP version a ROCm tree's headers declare, or "" when it has no hip_version.h.
 function(_b2c_hip_header_version root out)
@@ -49,6 +60,10 @@ function(_b2c_hip_header_version root out)
       endif()
     endforeach()
     list(JOIN version "." version)
+  endif()
+  # A release tree without the header (HIP_PATH's parent, a partial copy) still says its release.
+  if(NOT version AND root MATCHES "/rocm-([0-9]+\\.[0-9]+(\\.[0-9]+)?)/*$")
+    set(version "${CMAKE_MATCH_1}")
   endif()
   set(${out} "${version}" PARENT_SCOPE)
 endfunction()
@@ -72,12 +87,21 @@ function(_b2c_multiarch_libdir root out)
 endfunction()
 
 function(_b2c_find_rocm)
+  # AMD installs each release as /opt/rocm-X.Y.Z (with /opt/rocm a link to one of them): after
+  # /opt/rocm, the newest release first.
+  file(GLOB releases LIST_DIRECTORIES true "${BUILD2CMAKE_ROCM_RELEASES_DIR}/rocm-[0-9]*")
+  list(FILTER releases INCLUDE REGEX "/rocm-[0-9]+\\.[0-9]+(\\.[0-9]+)?$")
+  list(SORT releases COMPARE NATURAL ORDER DESCENDING)
   set(candidates)
-  foreach(root IN ITEMS "${BUILD2CMAKE_ROCM_PATH}" "$ENV{ROCM_PATH}" "$ENV{HIP_PATH}" /opt/rocm /usr)
-    if(root)
-      list(APPEND candidates "${root}")
-    endif()
-  endforeach()
+  if(BUILD2CMAKE_ROCM_PATH)
+    set(candidates "${BUILD2CMAKE_ROCM_PATH}")
+  else()
+    foreach(root IN ITEMS "$ENV{ROCM_PATH}" "$ENV{HIP_PATH}" /opt/rocm ${releases} /usr)
+      if(root AND NOT root IN_LIST candidates)
+        list(APPEND candidates "${root}")
+      endif()
+    endforeach()
+  endif()
   set(_b2c_rocm_searched "${candidates}" PARENT_SCOPE)
   foreach(root IN LISTS candidates)
     # Layout "rocm": ROCm >= 6 ships its LLVM under lib/llvm, ROCm 5 under llvm.
@@ -172,41 +196,139 @@ if(_b2c_rocm_root AND _b2c_rocm_version VERSION_GREATER_EQUAL 6.2)
   set(BUILD2CMAKE_ROCM_OFFLOAD_FLAGS --offload-compress)
 endif()
 
-# rocThrust: torch's torch/headeronly/util/complex.h (c10/util/complex.h before torch 2.9)
-# includes <thrust/complex.h> whenever __HIPCC__ is defined, so every HIP source that includes
-# torch's tensor headers needs it. A ROCm release tree ships it; distributions package it apart
-# (Debian 13 / Ubuntu 24.04 and later: librocthrust-dev; Debian 12 has none).
-set(_b2c_rocm_thrust "")
-if(_b2c_rocm_root AND EXISTS "${_b2c_rocm_root}/include/thrust/complex.h")
-  set(_b2c_rocm_thrust "${_b2c_rocm_root}/include/thrust/complex.h")
-endif()
-string(CONCAT BUILD2CMAKE_ROCTHRUST_HINT
-  "install rocThrust: apt-get install librocthrust-dev (Debian 13 and later; Debian 12 has no "
-  "package for it), or build with a ROCm release tree that has it (AMD's rocthrust-dev; set "
-  "ROCM_PATH)")
+# The ROCm libraries kernels include, as kernel-builder's ROCm build environment carries them
+# (hipCUB, hipSPARSELt, rocPRIM, rocThrust, rocSHMEM, rocWMMA) plus hipBLASLt, which kernels
+# include too. One row each: name | key header | Debian package | first Debian suite with it |
+# AMD's package (its side-by-side form is <package><X.Y.Z>). Checked: Debian 12 has none of them;
+# rocSHMEM is in no Debian suite; AMD's /opt/rocm trees ship them all. rocThrust matters beyond the
+# kernels that include it: torch's torch/headeronly/util/complex.h (c10/util/complex.h before
+# torch 2.9) includes <thrust/complex.h> whenever __HIPCC__ is defined, so every HIP source that
+# includes torch's tensor headers needs it.
+set(_b2c_rocm_library_table
+  "hipBLASLt|hipblaslt/hipblaslt.h|libhipblaslt-dev|sid"
+  "hipCUB|hipcub/hipcub.hpp|libhipcub-dev|13"
+  "hipSPARSELt|hipsparselt/hipsparselt.h|libhipsparselt-dev|experimental"
+  "rocPRIM|rocprim/rocprim.hpp|librocprim-dev|13"
+  "rocSHMEM|rocshmem/rocshmem.hpp||"
+  "rocThrust|thrust/complex.h|librocthrust-dev|13"
+  "rocWMMA|rocwmma/rocwmma.hpp|librocwmma-dev|experimental")
 
-if(CMAKE_SCRIPT_MODE_FILE)
-  # `build2cmake doctor` reads these lines.
+# The folders a HIP compile searches for <lib/header.h> besides its own -I: the ROCm root's
+# include folder (/usr/include for distribution packages), then $CPATH and $CPLUS_INCLUDE_PATH,
+# which clang reads itself.
+function(_b2c_rocm_library_dirs out)
+  set(dirs "${_b2c_rocm_root}/include")
+  foreach(variable IN ITEMS CPATH CPLUS_INCLUDE_PATH)
+    string(REPLACE ":" ";" entries "$ENV{${variable}}")
+    foreach(entry IN LISTS entries)
+      if(entry AND NOT entry IN_LIST dirs)
+        list(APPEND dirs "${entry}")
+      endif()
+    endforeach()
+  endforeach()
+  set(${out} "${dirs}" PARENT_SCOPE)
+endfunction()
+
+# How `name` is installed for the ROCm found: AMD's package for a release tree (the same release),
+# Debian's where Debian carries it, else a release tree or headers on CPATH.
+function(_b2c_rocm_library_install name debian suite out)
+  string(TOLOWER "${name}" amd)
+  set(amd "${amd}-dev")
+  set(elsewhere "put its headers on CPATH")
+  if(_b2c_rocm_layout STREQUAL "rocm")
+    set(text "apt-get install ${amd} from AMD's ROCm repository")
+    if(_b2c_rocm_root MATCHES "/rocm-([0-9.]+)/*$")
+      string(APPEND text " (${amd}${CMAKE_MATCH_1} for ${_b2c_rocm_root})")
+    endif()
+    string(APPEND text ", or ${elsewhere}")
+  elseif(debian)
+    if(suite STREQUAL "13")
+      set(where "Debian 13 and later; Debian 12 has none")
+    else()
+      set(where "Debian ${suite} only")
+    endif()
+    string(CONCAT text "apt-get install ${debian} (${where}), or build with a ROCm release tree "
+      "that has it (AMD's ${amd}; set ROCM_PATH), or ${elsewhere}")
+  else()
+    string(CONCAT text "no Debian package has it: build with a ROCm release tree that has it "
+      "(AMD's ${amd}; set ROCM_PATH), or ${elsewhere}")
+  endif()
+  set(${out} "install ${name}: ${text}" PARENT_SCOPE)
+endfunction()
+
+set(BUILD2CMAKE_ROCM_LIBRARIES "")
+if(_b2c_rocm_root)
+  _b2c_rocm_library_dirs(_b2c_rocm_library_dirs)
+  foreach(_b2c_row IN LISTS _b2c_rocm_library_table)
+    string(REPLACE "|" ";" _b2c_row "${_b2c_row}")
+    list(GET _b2c_row 0 _b2c_name)
+    list(GET _b2c_row 1 _b2c_header)
+    list(GET _b2c_row 2 _b2c_debian)
+    list(GET _b2c_row 3 _b2c_suite)
+    list(APPEND BUILD2CMAKE_ROCM_LIBRARIES "${_b2c_name}")
+    set(_b2c_rocm_lib_${_b2c_name}_header "${_b2c_header}")
+    set(_b2c_rocm_lib_${_b2c_name}_path "")
+    set(_b2c_rocm_lib_${_b2c_name}_incomplete "")
+    foreach(_b2c_dir IN LISTS _b2c_rocm_library_dirs)
+      if(EXISTS "${_b2c_dir}/${_b2c_header}")
+        set(_b2c_rocm_lib_${_b2c_name}_path "${_b2c_dir}/${_b2c_header}")
+        break()
+      endif()
+    endforeach()
+    # A package may ship the key header without the headers it includes beside it (Debian
+    # experimental's librocwmma-dev 7.2.4 lacks rocwmma/internal/): the first one missing.
+    if(_b2c_rocm_lib_${_b2c_name}_path)
+      file(STRINGS "${_b2c_rocm_lib_${_b2c_name}_path}" _b2c_lines
+        REGEX "^[ \t]*#[ \t]*include[ \t]*\"[^\"]+\"")
+      get_filename_component(_b2c_here "${_b2c_rocm_lib_${_b2c_name}_path}" DIRECTORY)
+      foreach(_b2c_line IN LISTS _b2c_lines)
+        # Matched first, on its own: ${CMAKE_MATCH_1} expands before the if() is evaluated.
+        string(REGEX MATCH "\"([^\"]+)\"" _b2c_quoted "${_b2c_line}")
+        if(NOT EXISTS "${_b2c_here}/${CMAKE_MATCH_1}")
+          set(_b2c_rocm_lib_${_b2c_name}_incomplete "${CMAKE_MATCH_1}")
+          break()
+        endif()
+      endforeach()
+    endif()
+    _b2c_rocm_library_install("${_b2c_name}" "${_b2c_debian}" "${_b2c_suite}"
+      _b2c_rocm_lib_${_b2c_name}_install)
+  endforeach()
+endif()
+
+# Run as the script itself (not included by another one, such as the backend choice's probe).
+if(CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST_FILE)
+  # `build2cmake doctor` (and `build` after a failed compile) read these lines.
   list(JOIN _b2c_rocm_searched ", " _b2c_searched)
   message(NOTICE "searched=${_b2c_searched}")
   if(_b2c_rocm_root)
-    foreach(name IN ITEMS root layout layout_detail compiler libdir cmakedir bitcode version
-                          thrust)
+    foreach(name IN ITEMS root layout layout_detail compiler libdir cmakedir bitcode version)
       message(NOTICE "${name}=${_b2c_rocm_${name}}")
     endforeach()
     message(NOTICE "offload_flags=${BUILD2CMAKE_ROCM_OFFLOAD_FLAGS}")
-    message(NOTICE "thrust_hint=${BUILD2CMAKE_ROCTHRUST_HINT}")
+    list(JOIN _b2c_rocm_library_dirs ":" _b2c_dirs)
+    message(NOTICE "library_dirs=${_b2c_dirs}")
+    foreach(name IN LISTS BUILD2CMAKE_ROCM_LIBRARIES)
+      # name|key header|where found ("" when missing)|how to install it|the first header the
+      # key header includes beside itself that is missing ("" when complete)
+      message(NOTICE "library=${name}|${_b2c_rocm_lib_${name}_header}|"
+                     "${_b2c_rocm_lib_${name}_path}|${_b2c_rocm_lib_${name}_install}|"
+                     "${_b2c_rocm_lib_${name}_incomplete}")
+    endforeach()
   endif()
   return()
 endif()
 
-if(NOT _b2c_rocm_root)
-  list(JOIN _b2c_rocm_searched ", " _b2c_searched)
-  message(FATAL_ERROR
-    "build2cmake: no ROCm installation with a HIP compiler found (searched: ${_b2c_searched}).\n"
-    "Install ROCm (on Debian/Ubuntu: apt-get install hipcc libamdhip64-dev rocm-device-libs "
-    "libamd-comgr-dev libhsa-runtime-dev), or point to one with ROCM_PATH=/path/to/rocm or "
-    "-C cmake.define.BUILD2CMAKE_ROCM_PATH=/path/to/rocm.")
-endif()
-message(STATUS "build2cmake: ROCm ${_b2c_rocm_version} at ${_b2c_rocm_root} "
-               "(${_b2c_rocm_layout_detail}), HIP compiler ${_b2c_rocm_compiler}")
+# Called by the rocm backend (the backend choice only probes): no ROCm is a configure error
+# naming what was searched; else one line saying which ROCm builds.
+function(build2cmake_require_rocm)
+  if(NOT _b2c_rocm_root)
+    list(JOIN _b2c_rocm_searched ", " searched)
+    message(FATAL_ERROR
+      "build2cmake: no ROCm installation with a HIP compiler found (searched: ${searched}).\n"
+      "Install ROCm (on Debian/Ubuntu: apt-get install hipcc libamdhip64-dev rocm-device-libs "
+      "libamd-comgr-dev libhsa-runtime-dev), or point to one with ROCM_PATH=/path/to/rocm or "
+      "-C cmake.define.BUILD2CMAKE_ROCM_PATH=/path/to/rocm.")
+  endif()
+  message(STATUS "build2cmake: ROCm ${_b2c_rocm_version} at ${_b2c_rocm_root} "
+                 "(${_b2c_rocm_layout_detail}), HIP compiler ${_b2c_rocm_compiler}")
+endfunction()

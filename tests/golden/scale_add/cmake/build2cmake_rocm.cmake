@@ -4,14 +4,15 @@
 # variables, enables CMake's HIP language, and compiles each kernel for its own rocm-archs.
 #
 # Where ROCm is looked for, first hit wins: -DBUILD2CMAKE_ROCM_PATH, $ROCM_PATH, $HIP_PATH,
-# /opt/rocm, then the distribution layout under /usr (Debian/Ubuntu packages). A user who sets
-# CMAKE_HIP_COMPILER keeps it.
+# /opt/rocm, AMD's release trees /opt/rocm-X.Y.Z (newest first), then the distribution layout
+# under /usr (Debian/Ubuntu packages). A user who sets CMAKE_HIP_COMPILER keeps it.
 
 include_guard(GLOBAL)
 
 # Where ROCm is and which HIP compiler matches its device libraries: the _b2c_rocm_* variables
 # and BUILD2CMAKE_ROCM_OFFLOAD_FLAGS (see that module; doctor runs the same file).
 include("${CMAKE_CURRENT_LIST_DIR}/build2cmake_find_rocm.cmake")
+build2cmake_require_rocm()
 
 # Debian's hipconfig answers "nvidia" whenever nvcc is installed; this build is for AMD GPUs.
 set(CMAKE_HIP_PLATFORM amd)
@@ -244,9 +245,8 @@ function(build2cmake_add_rocm_kernel extension target)
       HIP_STANDARD ${standard} JOB_POOL_COMPILE build2cmake_hip)
     set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_GPU_ARCHS ${archs})
     message(STATUS "build2cmake: ${target} compiles HIP for ${archs}")
-    if("torch" IN_LIST arg_DEPENDS)
-      _build2cmake_check_rocthrust(${target})
-    endif()
+    _build2cmake_check_rocm_libraries(${target} SOURCES ${arg_SOURCES}
+      INCLUDES ${arg_INCLUDES} DEPENDS ${arg_DEPENDS})
   endif()
 endfunction()
 
@@ -273,19 +273,118 @@ function(_build2cmake_hip_standard out)
   set(${out} ${standard} PARENT_SCOPE)
 endfunction()
 
-# torch's tensor headers include <thrust/complex.h> under a HIP compiler; without rocThrust a
-# HIP source that includes them stops deep inside torch. Said once, at configure, for the first
-# kernel whose HIP sources see torch's headers (it depends on torch); a warning, not an error:
-# HIP code that does not include torch's tensor headers builds without rocThrust.
-function(_build2cmake_check_rocthrust target)
-  get_property(said GLOBAL PROPERTY _b2c_rocthrust_said)
-  if(_b2c_rocm_thrust OR said)
-    return()
+# The ROCm libraries of build2cmake_find_rocm.cmake (rocWMMA, hipBLASLt, rocThrust, ...) that a
+# kernel's sources include, directly or through the project's headers they include, and that
+# are not installed: one warning each, at configure, naming the library, the file that includes
+# it and the command that installs it, instead of a compile that stops at "'<header>' file not
+# found". Only the project's own files are read (quoted and <> includes resolved as the compiler
+# would: beside the including file, then the kernel's include folders and csrc/). A kernel that
+# depends on torch and compiles HIP sources counts as including <thrust/complex.h>: torch's
+# util/complex.h includes it under a HIP compiler. A warning, not an error: the include may sit
+# in a branch the preprocessor skips. Said once per library for the whole build.
+function(_build2cmake_check_rocm_libraries target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "SOURCES;INCLUDES;DEPENDS")
+  set(dirs)
+  foreach(include IN LISTS arg_INCLUDES BUILD2CMAKE_PROJECT_INCLUDES)
+    cmake_path(ABSOLUTE_PATH include BASE_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
+      NORMALIZE OUTPUT_VARIABLE dir)
+    list(APPEND dirs "${dir}")
+  endforeach()
+  set(pending)
+  set(hip FALSE)
+  foreach(source IN LISTS arg_SOURCES)
+    if(source MATCHES "\\.(cu|hip)$")
+      set(hip TRUE)
+    endif()
+    cmake_path(ABSOLUTE_PATH source BASE_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
+      NORMALIZE OUTPUT_VARIABLE path)
+    list(APPEND pending "${path}")
+  endforeach()
+  if(hip AND "torch" IN_LIST arg_DEPENDS)
+    _build2cmake_rocm_library_needed(${target} "thrust/complex.h" "")
   endif()
-  set_property(GLOBAL PROPERTY _b2c_rocthrust_said TRUE)
-  message(WARNING "build2cmake: ${target} compiles HIP sources with torch's headers (it depends "
-    "on torch), and torch's util/complex.h includes <thrust/complex.h> under a HIP compiler, but "
-    "${_b2c_rocm_root}/include/thrust/complex.h (rocThrust) is not installed: a HIP source that "
-    "includes torch's tensor headers will fail with \"'thrust/complex.h' file not found\". To "
-    "fix, ${BUILD2CMAKE_ROCTHRUST_HINT}.")
+  set(seen)
+  set(budget 2000)  # files read at most: a configure never crawls a huge tree
+  file(REAL_PATH "${BUILD2CMAKE_PROJECT_DIR}" project)
+  while(pending AND budget GREATER 0)
+    list(POP_FRONT pending file)
+    if(file IN_LIST seen OR IS_DIRECTORY "${file}" OR NOT EXISTS "${file}")
+      continue()
+    endif()
+    list(APPEND seen "${file}")
+    # What the name leads to (links resolved) must be in the project and hold bytes: a header
+    # linked to /dev/zero would be read forever, a FIFO block the configure, a link out of the
+    # project be read. CMake cannot test for a regular file; a FIFO or device has size 0 (and
+    # an empty file includes nothing). The read is bounded like build2cmake's of sources.
+    file(REAL_PATH "${file}" real)
+    cmake_path(IS_PREFIX project "${real}" NORMALIZE inside)
+    if(NOT inside)
+      continue()
+    endif()
+    file(SIZE "${real}" size)
+    if(size EQUAL 0)
+      continue()
+    endif()
+    math(EXPR budget "${budget} - 1")
+    file(STRINGS "${real}" lines LIMIT_INPUT 8388608
+      REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"][^>\"]+[>\"]")
+    cmake_path(GET file PARENT_PATH here)
+    foreach(line IN LISTS lines)
+      if(NOT line MATCHES "[<\"]([^>\"]+)[>\"]")
+        continue()
+      endif()
+      set(header "${CMAKE_MATCH_1}")
+      file(RELATIVE_PATH shown "${BUILD2CMAKE_PROJECT_DIR}" "${file}")
+      _build2cmake_rocm_library_needed(${target} "${header}" "${shown}")
+      set(search "${here}" ${dirs})
+      foreach(dir IN LISTS search)
+        cmake_path(ABSOLUTE_PATH header BASE_DIRECTORY "${dir}" NORMALIZE
+          OUTPUT_VARIABLE candidate)
+        if(EXISTS "${candidate}" AND NOT IS_DIRECTORY "${candidate}")
+          list(APPEND pending "${candidate}")
+          break()
+        endif()
+      endforeach()
+    endforeach()
+  endwhile()
+endfunction()
+
+# Warns (once per library) when `header` belongs to a ROCm library that is not installed.
+# `file` is the project file that includes it; "" for torch's headers.
+function(_build2cmake_rocm_library_needed target header file)
+  foreach(name IN LISTS BUILD2CMAKE_ROCM_LIBRARIES)
+    set(key "${_b2c_rocm_lib_${name}_header}")
+    string(REGEX REPLACE "/.*" "" folder "${key}")
+    set(path "${_b2c_rocm_lib_${name}_path}")
+    set(incomplete "${_b2c_rocm_lib_${name}_incomplete}")
+    if(NOT header MATCHES "^${folder}/" OR (path AND NOT incomplete))
+      continue()
+    endif()
+    get_property(said GLOBAL PROPERTY _b2c_rocm_lib_${name}_said)
+    if(said)
+      return()
+    endif()
+    set_property(GLOBAL PROPERTY _b2c_rocm_lib_${name}_said TRUE)
+    if(path)
+      if(NOT file)
+        set(file "torch's util/complex.h")
+      endif()
+      message(WARNING "build2cmake: ${target}: ${file} includes <${header}>, but ${name} at "
+        "${path} is incomplete: it includes \"${incomplete}\", which is not installed beside it "
+        "(its package ships part of ${name}); a HIP source that includes it will fail with "
+        "\"'${incomplete}' file not found\". To fix, put a complete copy of its headers on "
+        "CPATH, or build with a ROCm release tree that has it (set ROCM_PATH).")
+      return()
+    endif()
+    if(file)
+      set(who "${target}: ${file} includes <${header}>")
+    else()
+      string(CONCAT who "${target} compiles HIP sources with torch's headers (it depends on "
+        "torch), and torch's util/complex.h includes <${header}> under a HIP compiler")
+    endif()
+    message(WARNING "build2cmake: ${who}, but ${_b2c_rocm_root}/include/${key} (${name}) is not "
+      "installed (nor on CPATH): a HIP source that includes it will fail with \"'${header}' file "
+      "not found\". To fix, ${_b2c_rocm_lib_${name}_install}.")
+    return()
+  endforeach()
 endfunction()

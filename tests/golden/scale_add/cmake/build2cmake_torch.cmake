@@ -4,18 +4,78 @@
 
 include_guard(GLOBAL)
 
-# A compiler cache, when one is installed, wraps every compile (C++, HIP, CUDA): a build in a
-# fresh folder, or after `build2cmake clean`, reuses the objects of earlier identical compiles.
-# A launcher the user chose (CMAKE_<LANG>_COMPILER_LAUNCHER) wins; OFF here disables it.
+# A compiler cache wraps every compile (C++, HIP, CUDA): a build in a fresh folder, or after
+# `build2cmake clean`, reuses the objects of earlier identical compiles. sccache when its
+# environment names a remote storage (its own variables, as sccache documents them: the objects
+# then cross machines, e.g. CI runs), else ccache, else sccache's local cache, else none.
+# BUILD2CMAKE_COMPILER_LAUNCHER=sccache|ccache|none chooses (OFF is none; another value is a
+# launcher program). A launcher the user chose (CMAKE_<LANG>_COMPILER_LAUNCHER) wins.
 set(BUILD2CMAKE_COMPILER_LAUNCHER "" CACHE STRING
-  "Compiler launcher (default: ccache or sccache when found; OFF for none)")
-set(_b2c_launcher "${BUILD2CMAKE_COMPILER_LAUNCHER}")
-if(_b2c_launcher STREQUAL "")
-  unset(_b2c_launcher)
-  find_program(_b2c_launcher NAMES ccache sccache NO_CACHE)
+  "Compiler cache: sccache, ccache or none (default: sccache with a remote storage, else ccache, else sccache, else none)")
+set(_b2c_choice "${BUILD2CMAKE_COMPILER_LAUNCHER}")
+string(TOLOWER "${_b2c_choice}" _b2c_choice_lower)
+# Only the variable's name is ever printed: some of them carry credentials.
+set(_b2c_sccache_remote "")
+foreach(_b2c_var IN ITEMS SCCACHE_REDIS SCCACHE_REDIS_ENDPOINT SCCACHE_REDIS_CLUSTER_ENDPOINTS
+    SCCACHE_MEMCACHED SCCACHE_MEMCACHED_ENDPOINT SCCACHE_BUCKET SCCACHE_GCS_BUCKET
+    SCCACHE_AZURE_CONNECTION_STRING SCCACHE_GHA_ENABLED SCCACHE_WEBDAV_ENDPOINT
+    SCCACHE_OSS_BUCKET SCCACHE_COS_BUCKET)
+  set(_b2c_value "$ENV{${_b2c_var}}")
+  if(_b2c_sccache_remote STREQUAL "" AND NOT _b2c_value STREQUAL ""
+     AND (NOT _b2c_var STREQUAL "SCCACHE_GHA_ENABLED" OR _b2c_value))
+    set(_b2c_sccache_remote "${_b2c_var}")
+  endif()
+endforeach()
+unset(_b2c_launcher)
+if(_b2c_choice STREQUAL "")
+  find_program(_b2c_sccache sccache NO_CACHE)
+  find_program(_b2c_ccache ccache NO_CACHE)
+  if(_b2c_sccache AND NOT _b2c_sccache_remote STREQUAL "")
+    set(_b2c_launcher "${_b2c_sccache}")
+    set(_b2c_why "${_b2c_sccache_remote} names its remote storage")
+  elseif(_b2c_ccache)
+    set(_b2c_launcher "${_b2c_ccache}")
+    if(_b2c_sccache)
+      set(_b2c_why "installed; sccache's environment names no remote storage")
+    else()
+      set(_b2c_why "installed; sccache is not")
+    endif()
+  elseif(_b2c_sccache)
+    set(_b2c_launcher "${_b2c_sccache}")
+    set(_b2c_why "installed, with its local cache; ccache is not installed")
+  else()
+    set(_b2c_why "neither sccache nor ccache is installed")
+  endif()
+elseif(_b2c_choice_lower STREQUAL "none" OR NOT _b2c_choice)  # none, OFF, FALSE, 0, ...
+  set(_b2c_why "BUILD2CMAKE_COMPILER_LAUNCHER=${_b2c_choice}")
+else()
+  find_program(_b2c_launcher "${_b2c_choice}" NO_CACHE)
+  if(NOT _b2c_launcher)
+    message(FATAL_ERROR "BUILD2CMAKE_COMPILER_LAUNCHER=${_b2c_choice}: no such program found "
+      "(on PATH or as a path); install it, or set BUILD2CMAKE_COMPILER_LAUNCHER to sccache, "
+      "ccache or none")
+  endif()
+  set(_b2c_why "BUILD2CMAKE_COMPILER_LAUNCHER=${_b2c_choice}")
+  if(_b2c_choice_lower STREQUAL "sccache" AND _b2c_sccache_remote STREQUAL "")
+    string(APPEND _b2c_why "; its local cache: no SCCACHE_* variable names a remote storage")
+  elseif(_b2c_choice_lower STREQUAL "sccache")
+    string(APPEND _b2c_why "; ${_b2c_sccache_remote} names its remote storage")
+  endif()
 endif()
-if(NOT _b2c_launcher)  # OFF, or nothing found
-  unset(_b2c_launcher)
+if(DEFINED _b2c_launcher)
+  message(STATUS "build2cmake: compiler cache: ${_b2c_launcher} (${_b2c_why})")
+  # sccache compiles in a server that outlives the build. Started by a compile, it would keep
+  # that build folder's TMPDIR (below) for its own temporary folders (nvcc's pieces) and write
+  # into this project while it compiles others. Started here, without that TMPDIR, it uses the
+  # system's; a server already running is left as it is (the start then fails, quietly).
+  get_filename_component(_b2c_launcher_name "${_b2c_launcher}" NAME)
+  if(_b2c_launcher_name STREQUAL "sccache")
+    execute_process(
+      COMMAND "${CMAKE_COMMAND}" -E env --unset=TMPDIR "${_b2c_launcher}" --start-server
+      RESULT_VARIABLE _b2c_ignored OUTPUT_QUIET ERROR_QUIET TIMEOUT 60)
+  endif()
+else()
+  message(STATUS "build2cmake: compiler cache: none (${_b2c_why})")
 endif()
 # In front of every compile and link (and of the cache): TMPDIR in the build folder (see
 # CMakeLists.txt), as the build runs them with the environment it was started in.
@@ -30,9 +90,21 @@ foreach(_b2c_lang IN ITEMS CXX HIP CUDA)
     set(CMAKE_${_b2c_lang}_LINKER_LAUNCHER ${_b2c_tmpdir})
   endif()
 endforeach()
-if(DEFINED _b2c_launcher)
-  message(STATUS "build2cmake: compiling through ${_b2c_launcher}")
+
+# Compiles run in Ninja pools sized from the memory free at the first configure, however many
+# cores Ninja would otherwise use, so a many-core machine with little memory does not swap. C++:
+# one compile per 2 GB (g++ 12 peaks at 1.4 GB on a binding that includes <torch/extension.h>).
+# HIP and CUDA kernels have pools of their own (BUILD2CMAKE_HIP_JOBS, BUILD2CMAKE_CUDA_JOBS).
+# Other generators ignore pools.
+cmake_host_system_information(RESULT BUILD2CMAKE_FREE_MEMORY_MB QUERY AVAILABLE_PHYSICAL_MEMORY)
+math(EXPR _b2c_compile_jobs "${BUILD2CMAKE_FREE_MEMORY_MB} / 2048")
+if(_b2c_compile_jobs LESS 1)
+  set(_b2c_compile_jobs 1)
 endif()
+set(BUILD2CMAKE_COMPILE_JOBS "${_b2c_compile_jobs}" CACHE STRING
+  "C++ compiles run at once (Ninja pool; default: one per 2 GB of free memory)")
+set_property(GLOBAL APPEND PROPERTY JOB_POOLS build2cmake_compile=${BUILD2CMAKE_COMPILE_JOBS})
+set(CMAKE_JOB_POOL_COMPILE build2cmake_compile)
 
 # A compile that crashes clang leaves its preprocessed source and a script to rerun it in its
 # temporary folder (the build folder's tmp/ above; $TMPDIR, outside the project, where a launcher
@@ -42,6 +114,15 @@ endif()
 # gcc has no such option (it writes those files only with -freport-bug, which build.toml may not
 # pass).
 add_compile_options("$<$<OR:$<COMPILE_LANG_AND_ID:CXX,Clang,AppleClang,IntelLLVM>,$<COMPILE_LANG_AND_ID:CUDA,Clang>>:-fno-crash-diagnostics>")
+
+# Static locals of inline functions, inline and template static data members: g++ gives them
+# STB_GNU_UNIQUE binding, and the dynamic loader binds every library it loads later to the first
+# copy, RTLD_LOCAL or not, so two kernels (or two builds of one) that use the same names would
+# share that state. -fno-gnu-unique makes them ordinary weak symbols, as kernel-builder compiles
+# its extensions. For every C++ source g++ compiles, kernels' and the extension's alike; CUDA
+# sources get it through nvcc in build2cmake_cuda.cmake. Clang (C++, HIP, CUDA) never emits
+# such symbols and refuses the option.
+add_compile_options("$<$<COMPILE_LANG_AND_ID:CXX,GNU>:-fno-gnu-unique>")
 
 # A faster linker than GNU ld when one is installed: lld, else gold. Every build and every edit
 # ends with linking the extension against libtorch: ~0.5 s with GNU ld, ~0.15 s with gold and
@@ -135,7 +216,8 @@ print(*fields, sep=";", end="")
   string(REPLACE "|" ";" includes "${includes}")
   list(GET output 2 abi3_suffix)
   list(GET output 3 torch_version)
-  if(torch_version STREQUAL "")
+  # A [tvm-ffi] kernel builds without torch.
+  if(torch_version STREQUAL "" AND NOT DEFINED BUILD2CMAKE_WITHOUT_TORCH)
     message(FATAL_ERROR
       "build2cmake: ${Python_EXECUTABLE} cannot import torch (No module named 'torch').\n"
       "Install torch into this environment (pip install torch) and build with "
@@ -190,11 +272,16 @@ function(build2cmake_check_bounds what version minver maxver minkey maxkey)
   endif()
 endfunction()
 
+# The rule for a torch that is a build for none of build.toml's backends (build2cmake build runs
+# the same file as a script): build2cmake_auto_backend.
+include("${CMAKE_CURRENT_LIST_DIR}/build2cmake_backend.cmake")
+
 # Sets BUILD2CMAKE_SELECTED_BACKEND: BUILD2CMAKE_BACKEND when the user set it, else DEFAULT when
-# generate was given --backend, else the installed torch's backend. It must be a backend that
-# build.toml declares.
+# generate was given --backend, else the installed torch's backend; when build.toml does not
+# declare that one, the one declared GPU backend whose compiler is here. It must be a backend
+# that build.toml declares.
 macro(build2cmake_select_backend)
-  cmake_parse_arguments(_b2c "" "DEFAULT" "" ${ARGN})
+  cmake_parse_arguments(_b2c "" "DEFAULT;ORIGIN" "" ${ARGN})
   set(BUILD2CMAKE_BACKEND "" CACHE STRING
     "Backend to build (one of: ${BUILD2CMAKE_DECLARED_BACKENDS}); empty: the installed torch's")
   if(BUILD2CMAKE_BACKEND)
@@ -203,16 +290,32 @@ macro(build2cmake_select_backend)
   elseif(_b2c_DEFAULT AND NOT _b2c_DEFAULT STREQUAL "auto")
     set(BUILD2CMAKE_SELECTED_BACKEND "${_b2c_DEFAULT}")
     set(_b2c_origin "build2cmake generate-torch --backend")
+    if(_b2c_ORIGIN)
+      set(_b2c_origin "${_b2c_ORIGIN}")
+    endif()
   else()
     set(BUILD2CMAKE_SELECTED_BACKEND "${BUILD2CMAKE_TORCH_BACKEND}")
     set(_b2c_origin "the installed torch ${BUILD2CMAKE_TORCH_VERSION}")
+    set(_b2c_auto_found "")
+    if(NOT BUILD2CMAKE_SELECTED_BACKEND IN_LIST BUILD2CMAKE_DECLARED_BACKENDS)
+      build2cmake_auto_backend(BUILD2CMAKE_DECLARED_BACKENDS)
+      if(_b2c_auto_backend)
+        set(BUILD2CMAKE_SELECTED_BACKEND "${_b2c_auto_backend}")
+        set(_b2c_origin "its compiler here")
+        message(STATUS "${_b2c_auto_note}")
+      endif()
+    endif()
   endif()
   if(NOT BUILD2CMAKE_SELECTED_BACKEND IN_LIST BUILD2CMAKE_DECLARED_BACKENDS)
     list(JOIN BUILD2CMAKE_DECLARED_BACKENDS ", " _b2c_declared)
     build2cmake_define_hint(_b2c_hint BUILD2CMAKE_BACKEND "<backend>")
+    set(_b2c_compilers "")
+    if(_b2c_auto_found)
+      set(_b2c_compilers "\nCompilers found for its GPU backends: ${_b2c_auto_found}.")
+    endif()
     message(FATAL_ERROR
       "build2cmake: backend '${BUILD2CMAKE_SELECTED_BACKEND}' (from ${_b2c_origin}) is not one "
-      "of the backends of build.toml that build2cmake builds: ${_b2c_declared}.\n"
+      "of the backends of build.toml that build2cmake builds: ${_b2c_declared}.${_b2c_compilers}\n"
       "Install a torch built for one of them, or choose one explicitly with ${_b2c_hint}\n"
       "(a ROCm or CUDA build compiles against a CPU torch; it runs only with a matching torch).")
   endif()
@@ -223,9 +326,14 @@ macro(build2cmake_select_backend)
   if(BUILD2CMAKE_SELECTED_BACKEND STREQUAL "cuda")
     add_compile_definitions(USE_CUDA=1)
   endif()
-  message(STATUS "build2cmake: building the ${BUILD2CMAKE_SELECTED_BACKEND} backend "
-                 "(from ${_b2c_origin}); torch ${BUILD2CMAKE_TORCH_VERSION} "
-                 "is a ${BUILD2CMAKE_TORCH_BACKEND} build")
+  if(DEFINED BUILD2CMAKE_WITHOUT_TORCH)
+    message(STATUS "build2cmake: building the ${BUILD2CMAKE_SELECTED_BACKEND} backend "
+                   "(from ${_b2c_origin})")
+  else()
+    message(STATUS "build2cmake: building the ${BUILD2CMAKE_SELECTED_BACKEND} backend "
+                   "(from ${_b2c_origin}); torch ${BUILD2CMAKE_TORCH_VERSION} "
+                   "is a ${BUILD2CMAKE_TORCH_BACKEND} build")
+  endif()
 endmacro()
 
 # Defines build2cmake::torch: torch's headers, its required flags and exactly the shared
@@ -406,6 +514,8 @@ function(build2cmake_write_build_info extension)
   string(JSON json SET "${json}" "torch_version" "\"${BUILD2CMAKE_TORCH_VERSION}\"")
   # The torch version of the stable ABI this backend targets ("" for the regular C++ API).
   string(JSON json SET "${json}" "stable_abi" "\"${BUILD2CMAKE_STABLE_ABI}\"")
+  # The Apache TVM FFI release of a [tvm-ffi] build ("" for torch builds).
+  string(JSON json SET "${json}" "tvm_ffi_version" "\"${BUILD2CMAKE_TVM_FFI_VERSION}\"")
   # torch's C++ ABI, for the variant name: a pre-C++11-ABI torch says so in TORCH_CXX_FLAGS.
   if(TORCH_CXX_FLAGS MATCHES "_GLIBCXX_USE_CXX11_ABI=0")
     string(JSON json SET "${json}" "torch_cxx11_abi" "false")

@@ -9,7 +9,9 @@ that several builds of the kernel can be loaded side by side; use `ops` and
 import contextlib
 import ctypes
 import importlib
+import os
 import pathlib
+import stat
 import sys
 
 import torch
@@ -78,9 +80,24 @@ def _report_rebuild() -> None:
     # build too, so the first import after an install says so as well).
     project = pathlib.Path(__file__).resolve().parents[2]
     note = project / "build/cmake/build2cmake-rebuilt"
+    # In a cloned tree the note may be planted: a FIFO (a plain read would block the import),
+    # a huge file, or text with terminal escapes or a forged "build2cmake: error:" line. So: a
+    # regular file only, not followed if a link, read without blocking and at most 256 bytes,
+    # and printed only when it is the name of one of this build's extensions.
+    try:
+        fd = os.open(note, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        name = os.read(fd, 256).decode("ascii", "replace") if regular else ""
+    except OSError:
+        name = ""
+    finally:
+        os.close(fd)
     with contextlib.suppress(OSError):
-        name = note.read_text()
         note.unlink()
+    if name in _EXTENSIONS:
         print(f"build2cmake: {name} was rebuilt since the last import", file=sys.stderr)
 
 
