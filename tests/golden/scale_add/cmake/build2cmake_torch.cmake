@@ -530,6 +530,30 @@ function(build2cmake_write_build_info extension)
   endforeach()
   file(CONFIGURE OUTPUT "${CMAKE_BINARY_DIR}/build2cmake-build.json" CONTENT "${json}\n" @ONLY)
 
+  # clangd reads compile_commands.json with clang's driver, which refuses g++'s -fno-gnu-unique
+  # ("unknown argument": an error at the top of every file an editor opens). The flag changes
+  # only the symbols the compiler emits, so the database editors read goes without it: the build
+  # rewrites the file CMake wrote, and again each time CMake writes it anew (the stamp is older).
+  if(CMAKE_EXPORT_COMPILE_COMMANDS AND CMAKE_GENERATOR MATCHES "Ninja|Makefiles")
+    set(database "${CMAKE_BINARY_DIR}/compile_commands.json")
+    set(script "${CMAKE_BINARY_DIR}/build2cmake_editor_database.cmake")
+    file(CONFIGURE OUTPUT "${script}" CONTENT [=[
+file(READ "${database}" text)
+string(REPLACE " -fno-gnu-unique" "" edited "${text}")
+if(NOT edited STREQUAL text)
+  file(WRITE "${database}" "${edited}")
+endif()
+]=] @ONLY)
+    add_custom_command(
+      OUTPUT "${CMAKE_BINARY_DIR}/build2cmake-editor-database.stamp"
+      COMMAND "${CMAKE_COMMAND}" "-Ddatabase=${database}" -P "${script}"
+      COMMAND "${CMAKE_COMMAND}" -E touch "${CMAKE_BINARY_DIR}/build2cmake-editor-database.stamp"
+      DEPENDS "${database}" "${script}"
+      VERBATIM)
+    add_custom_target(build2cmake_editor_database ALL
+      DEPENDS "${CMAKE_BINARY_DIR}/build2cmake-editor-database.stamp")
+  endif()
+
   set(link "${CMAKE_SOURCE_DIR}/compile_commands.json")
   if(IS_SYMLINK "${link}")
     file(READ_SYMLINK "${link}" current)
