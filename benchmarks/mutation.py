@@ -8,36 +8,43 @@ fast test subset, and counts the mutant as killed when a test fails. The score i
     python benchmarks/mutation.py                    # the current tests
     python benchmarks/mutation.py --tests-from e4ddad8   # the same mutants against older tests
     python benchmarks/mutation.py --only lock-noop,non-atomic-write -j 2
+    python benchmarks/mutation.py --check            # show each mutant's diff, run no test
 
+Each mutant's `old` text must occur exactly once in its file: after a refactor, a mutant whose
+text is gone or now ambiguous stops the run (before any test) instead of mutating the wrong
+place. The working tree is copied once at the start, so edits made while it runs do not mix in.
 Runs are independent, so `-j 2` runs two at a time (the CI machines have two cores).
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# One line at a time: with -j 2, two runs finishing together would interleave their prints.
+_PRINTING = threading.Lock()
 FAST_K = "not fuzzed and not arbitrary and not mutated"
 
 
 @dataclass(frozen=True)
 class Mutant:
-    """One deliberate bug: replace `old` by `new` in `path` (the `occurrence`-th match)."""
+    """One deliberate bug: replace `old` (which occurs exactly once) by `new` in `path`."""
 
     name: str
     path: str
     old: str
     new: str
-    occurrence: int = 1
 
 
 MUTANTS = [
@@ -45,7 +52,7 @@ MUTANTS = [
            "fcntl.flock(self.fd, fcntl.LOCK_EX)", "pass"),
     # Writes the file in place (truncate, then write), then still calls os.replace (on itself).
     Mutant("non-atomic-write", "build2cmake/safefs.py",
-           'tmp = f"{temporary_prefix(rel.name)}{secrets.token_hex(4)}.tmp"\n'
+           "tmp = temporary_name(rel.name, secrets.token_hex(4))\n"
            "                fd = os.open(\n                    tmp,\n"
            "                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW"
            " | os.O_CLOEXEC,",
@@ -70,7 +77,7 @@ MUTANTS = [
            "if not stat.S_ISREG(info.st_mode):\n            raise Build2CMakeError(f\"{where} is",
            "if False:\n            raise Build2CMakeError(f\"{where} is"),
     Mutant("no-system-folders", "build2cmake/safefs.py",
-           "elif resolved in SYSTEM_FOLDERS or", "elif False and"),
+           "if resolved in SYSTEM_FOLDERS or any(", "if False and any("),
     Mutant("home-only-from-env", "build2cmake/safefs.py",
            "for entry in pwd.getpwall():", "for entry in []:"),
     Mutant("manifest-names-trusted", "build2cmake/fileset.py",
@@ -84,16 +91,19 @@ MUTANTS = [
            "elif True:"),
     Mutant("parents-unchecked", "build2cmake/fileset.py",
            "        _check_parents(folder, path)\n", ""),
+    # The check `build` and `build_for_sharing` (the CLI's `build`) both pass through; the one
+    # at the top of `build` only repeats it.
     Mutant("build-args-late", "build2cmake/api.py",
-           "    check_build_arguments(defines, jobs)\n", ""),
+           "(a command reads it once).\"\"\"\n    check_build_arguments(defines, jobs)\n",
+           "(a command reads it once).\"\"\"\n"),
     Mutant("ops-id-prefix-match", "build2cmake/api.py",
            "_OPS_ID.fullmatch(ops_id)", "_OPS_ID.match(ops_id)"),
     Mutant("build-unlocked", "build2cmake/api.py",
-           "with ProjectFolder(target) as folder, folder.locked():",
-           "with ProjectFolder(target) as folder:", occurrence=2),
+           "with ProjectFolder(target) as folder, folder.locked():\n        report = _generate",
+           "with ProjectFolder(target) as folder:\n        report = _generate"),
     Mutant("clean-unlocked", "build2cmake/api.py",
-           "with ProjectFolder(target) as folder, folder.locked():",
-           "with ProjectFolder(target) as folder:", occurrence=3),
+           "with ProjectFolder(target) as folder, folder.locked():\n        return _clean_locked(",
+           "with ProjectFolder(target) as folder:\n        return _clean_locked("),
     Mutant("build-dir-symlink-followed", "build2cmake/api.py",
            'and folder.is_dir(f"{BUILD_FOLDER}/{name}")', ""),
     Mutant("any-compile-commands-link", "build2cmake/api.py",
@@ -101,6 +111,69 @@ MUTANTS = [
            "if folder.lstat(COMPILE_COMMANDS) is not None:"),
     Mutant("variant-names-trusted", "build2cmake/builder.py",
            'if not _VARIANT_NAME.fullmatch(name) or name.startswith("cmake"):', "if False:"),
+    # Issue #43, second round, the commands around the build (tests/test_hostile_round2_cli.py).
+    Mutant("ci-output-follows-links", "build2cmake/api.py",
+           'write_user_file(output, workflow.encode("utf-8"), anchors)',
+           "output.parent.mkdir(parents=True, exist_ok=True); output.write_text(workflow)"),
+    Mutant("init-checks-late", "build2cmake/init.py",
+           "    _check_target(target, anchor, relative, sorted(files), force=force)\n", ""),
+    Mutant("variant-args-late", "build2cmake/api.py",
+           "    check_build_arguments(defines, jobs, concurrent)\n    check_ops_id(ops_id)\n", ""),
+    Mutant("card-no-timer", "build2cmake/card.py",
+           "signal.alarm(seconds)\nresult", "signal.alarm(0)\nresult"),
+    Mutant("card-output-uncapped", "build2cmake/card.py",
+           '"cap": CARD_OUTPUT_CHARS,', '"cap": 1 << 60,'),
+    Mutant("metadata-recursion-uncaught", "build2cmake/bounded.py",
+           "except (ValueError, RecursionError) as error:", "except ValueError as error:"),
+    Mutant("python-parse-unbounded", "build2cmake/checks.py",
+           "    except (RecursionError, MemoryError, ValueError):\n", "    except ValueError:\n"),
+    Mutant("walk-depth-unbounded", "build2cmake/bounded.py",
+           "if depth + 1 > WALK_DEPTH_LIMIT:", "if False:"),
+    Mutant("ci-expressions-unchecked", "build2cmake/ci.py",
+           '    checked_workflow_value(build_toml.as_posix(), "build.toml path")\n', ""),
+    Mutant("rebuild-note-printed-raw", "torch-ext/_ops.py.j2",
+           "    if name in _EXTENSIONS:\n", "    if name:\n"),
+    # Issue #43, second round, the build itself (tests/test_hostile_round2_build.py).
+    Mutant("provider-folder-unchecked", "build2cmake/api.py",
+           "    check_provider_folder(folder)\n", ""),
+    Mutant("provider-bytecode-kept", "build2cmake/api.py",
+           "if cache_info is not None and stat.S_ISDIR(cache_info.st_mode):\n"
+           "        folder.rmtree(cache)",
+           "if False:\n        folder.rmtree(cache)"),
+    Mutant("build-folder-trusted", "build2cmake/folder_marks.py",
+           "if folder.lstat(name) is not None and not made_here(folder, name, key):",
+           "if False:"),
+    Mutant("pip-build-folder-trusted", "cmake_templates/common/build2cmake_metadata.py",
+           "        _claim_build_folders(build_dir)\n", "        pass\n"),
+    Mutant("mark-not-bound-to-folder", "build2cmake/folder_marks.py",
+           "\\0{info.st_dev}\\0{info.st_ino}", ""),
+    Mutant("fifo-source-accepted", "build2cmake/config/schema.py",
+           "        if irregular:\n", "        if False:\n"),
+    Mutant("toml-read-by-tomlkit", "build2cmake/config/__init__.py",
+           "    if tomllib is None:\n        return dict(", "    if True:\n        return dict("),
+    Mutant("dotted-keys-unbounded", "build2cmake/config/__init__.py",
+           "if found > DOTTED_KEY_LIMIT:", "if False:"),
+    Mutant("include-walk-recursive", "build2cmake/api.py",
+           "_include_folder_files(project_dir / include)",
+           "sorted((project_dir / include).rglob('*'))"),
+    Mutant("ops-id-names-utf8", "build2cmake/api.py",
+           'b"\\0" + os.fsencode(relative) + f"\\0{len(content)}\\0".encode()',
+           'f"\\0{relative}\\0{len(content)}\\0".encode()'),
+    Mutant("capability-prefix-match", "build2cmake/archs.py",
+           "_CUDA_CAPABILITY.fullmatch(capability)", "_CUDA_CAPABILITY.match(capability)"),
+    Mutant("capability-unicode-digits", "build2cmake/archs.py",
+           'r"([0-9]{1,2})\\.([0-9])([af]?)(\\+PTX)?"', 'r"(\\d{1,2})\\.(\\d)([af]?)(\\+PTX)?"'),
+    Mutant("variant-prefix-match", "build2cmake/hub_variants.py",
+           "    short = _SHORT.fullmatch(text)\n", "    short = _SHORT.match(text)\n"),
+    Mutant("build-tree-depth-unbounded", "build2cmake/safefs.py",
+           "and len(rel.parts) - len(root.parts) > BUILD_TREE_DEPTH_LIMIT", "and False"),
+    Mutant("pip-build-tree-depth-unbounded", "cmake_templates/common/build2cmake_metadata.py",
+           "if stat.S_ISDIR(mode) and depth > _BUILD_TREE_DEPTH_LIMIT:", "if False:"),
+    Mutant("rmtree-recursion-uncaught", "build2cmake/safefs.py",
+           "        except RecursionError:\n", "        except ZeroDivisionError:\n"),
+    Mutant("include-keywords-partial", "build2cmake/config/schema.py",
+           "     # target_include_directories'\n"
+           '     "AFTER", "BEFORE", "INTERFACE", "PRIVATE", "PUBLIC", "SYSTEM")', "     )"),
 ]  # fmt: skip
 
 
@@ -124,13 +197,17 @@ def copy_repo(destination: Path, tests_from: str | None) -> None:
 
 
 def test_files(root: Path) -> list[str]:
-    names = ["tests/test_generate.py", "tests/test_hostile.py"]
-    names += sorted(str(p.relative_to(root)) for p in (root / "tests").glob("test_security_*.py"))
+    """The attack tests first: with `-x` a mutant is killed as soon as one fails, and most fail
+    there; test_generate.py (goldens, slower) last."""
+    tests = root / "tests"
+    names = sorted(str(p.relative_to(root)) for p in tests.glob("test_security_*.py"))
+    names += sorted(str(p.relative_to(root)) for p in tests.glob("test_hostile*.py"))
+    names += ["tests/test_generate.py"]
     return [n for n in names if (root / n).is_file()]
 
 
 def run_tests(root: Path, timeout: float, also_k: str | None) -> tuple[bool, float, str]:
-    """(all passed, seconds, last line of pytest's output)."""
+    """(all passed, seconds, the failed test or else the last line of pytest's output)."""
     start = time.monotonic()
     try:
         result = subprocess.run(
@@ -143,26 +220,54 @@ def run_tests(root: Path, timeout: float, also_k: str | None) -> tuple[bool, flo
     except subprocess.TimeoutExpired:
         return False, time.monotonic() - start, "timed out (a test hung: counts as killed)"
     lines = (result.stdout + result.stderr).strip().splitlines()
-    return result.returncode == 0, time.monotonic() - start, lines[-1] if lines else ""
+    failed = [line for line in lines if line.startswith(("FAILED ", "ERROR "))]
+    last = failed[0][:150] if failed else lines[-1] if lines else ""
+    return result.returncode == 0, time.monotonic() - start, last
+
+
+def mutated(root: Path, mutant: Mutant) -> tuple[str, str]:
+    """(the file's text, the text with the mutation), or an error naming what went wrong."""
+    path = root / mutant.path
+    if not path.is_file():
+        raise ValueError(f"{mutant.name}: {mutant.path} does not exist")
+    text = path.read_text()
+    found = text.count(mutant.old)
+    if found != 1:
+        raise ValueError(
+            f"{mutant.name}: {mutant.old!r} occurs {found} times in {mutant.path} (must be once)"
+        )
+    return text, text.replace(mutant.old, mutant.new)
 
 
 def apply(root: Path, mutant: Mutant) -> None:
-    path = root / mutant.path
-    text = path.read_text()
-    index = -1
-    for _ in range(mutant.occurrence):
-        index = text.find(mutant.old, index + 1)
-        if index < 0:
-            raise SystemExit(f"{mutant.name}: {mutant.old!r} not found in {mutant.path}")
-    path.write_text(text[:index] + mutant.new + text[index + len(mutant.old) :])
+    (root / mutant.path).write_text(mutated(root, mutant)[1])
+
+
+def check_all(root: Path, mutants: list[Mutant], show: bool) -> list[str]:
+    """The mutants that do not apply to `root` (each once, exactly); with `show`, each diff."""
+    problems = []
+    for mutant in mutants:
+        try:
+            before, after = mutated(root, mutant)
+        except ValueError as error:
+            problems.append(str(error))
+            continue
+        if show:
+            print(f"=== {mutant.name}")
+            diff = difflib.unified_diff(
+                before.splitlines(keepends=True), after.splitlines(keepends=True),
+                f"a/{mutant.path}", f"b/{mutant.path}", n=2,
+            )  # fmt: skip
+            sys.stdout.writelines(diff)
+    return problems
 
 
 def run_one(
-    mutant: Mutant | None, tests_from: str | None, timeout: float, also_k: str | None
+    mutant: Mutant | None, snapshot: Path, timeout: float, also_k: str | None
 ) -> tuple[bool, str]:
     with tempfile.TemporaryDirectory(prefix="b2c-mutant-") as folder:
-        root = Path(folder)
-        copy_repo(root, tests_from)
+        root = Path(folder) / "repo"
+        shutil.copytree(snapshot, root, symlinks=True)
         if mutant is not None:
             apply(root, mutant)
         passed, seconds, last = run_tests(root, timeout, also_k)
@@ -171,7 +276,8 @@ def run_one(
         if mutant is None:
             verdict = "passes" if passed else "FAILS"
         line = f"{name:28} {verdict:9} {seconds:6.0f} s  {last}"
-        print(line, flush=True)
+        with _PRINTING:
+            print(line, flush=True)
         return passed, line
 
 
@@ -182,6 +288,11 @@ def main() -> int:
     parser.add_argument("-j", "--jobs", type=int, default=1, help="mutants run at once (<= 2)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per test run")
     parser.add_argument(
+        "--check",
+        action="store_true",
+        help="print each mutant's diff against the current tree and run no test",
+    )
+    parser.add_argument(
         "--also-k",
         metavar="EXPR",
         help="further pytest -k selection, e.g. to leave out a test that fails under load",
@@ -190,18 +301,33 @@ def main() -> int:
     mutants = MUTANTS
     if args.only:
         wanted = set(args.only.split(","))
+        unknown = wanted - {m.name for m in MUTANTS}
+        if unknown:
+            parser.error(f"--only: no mutant named {', '.join(sorted(unknown))}")
         mutants = [m for m in MUTANTS if m.name in wanted]
-    baseline, _ = run_one(None, args.tests_from, args.timeout, args.also_k)
-    if not baseline:
-        print("the unmutated code fails these tests; no score", file=sys.stderr)
-        return 1
-    with ThreadPoolExecutor(max(1, min(args.jobs, 2))) as pool:
-        outcomes = list(
-            pool.map(lambda m: run_one(m, args.tests_from, args.timeout, args.also_k), mutants)
-        )
+    with tempfile.TemporaryDirectory(prefix="b2c-mutation-") as folder:
+        snapshot = Path(folder)
+        copy_repo(snapshot, args.tests_from)
+        problems = check_all(snapshot, mutants, show=args.check)
+        if problems:
+            print("\n".join(problems), file=sys.stderr)
+            return 1
+        if args.check:
+            print(f"\n{len(mutants)} mutants apply, each at exactly one place")
+            return 0
+        start = time.monotonic()
+        baseline, _ = run_one(None, snapshot, args.timeout, args.also_k)
+        if not baseline:
+            print("the unmutated code fails these tests; no score", file=sys.stderr)
+            return 1
+        with ThreadPoolExecutor(max(1, min(args.jobs, 2))) as pool:
+            outcomes = list(
+                pool.map(lambda m: run_one(m, snapshot, args.timeout, args.also_k), mutants)
+            )
     killed = sum(not passed for passed, _ in outcomes)
     survivors = [m.name for m, (passed, _) in zip(mutants, outcomes, strict=True) if passed]
-    print(f"\nmutation score: {killed}/{len(mutants)} killed")
+    minutes = (time.monotonic() - start) / 60
+    print(f"\nmutation score: {killed}/{len(mutants)} killed ({minutes:.0f} min)")
     if survivors:
         print("survivors: " + ", ".join(survivors))
     return 0
