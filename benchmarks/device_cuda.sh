@@ -26,6 +26,7 @@
 #              per shape, b column-major; $NCU_METRICS: more metrics (comma-separated, regex:
 #              allowed)
 # Writes logs and tables under $OUT (at most 8 files come back from the device tool).
+# Tests: at most $TESTS_TIMEOUT s (default 300), $TESTS_ARGS passed to pytest (-k to choose).
 # Run from the repository root; wheels missing there travel in $WHL_DIR (default .whl, not
 # committed):
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -90,7 +91,8 @@ cuobjdump --list-elf "$so"
 cuobjdump --dump-resource-usage "$so" 2>/dev/null | grep -E "Function|REG" | sed -E 's/Function ([^:]{0,90}).*/Function \1.../' >> "$OUT/build.log"
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  timeout 300 python3 -m pytest -q -p no:cacheprovider -rs /tmp/gemm/tests 2>&1 | tee "$OUT/tests.log" | tail -15
+  timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest -q -p no:cacheprovider -rs ${TESTS_ARGS:-} \
+    /tmp/gemm/tests 2>&1 | tee "$OUT/tests.log" | tail -15
 fi
 
 case "$MODE" in

@@ -88,7 +88,8 @@ class Inputs:
         self.b_col = w.t()  # (K, N), K contiguous
         self.b_row = self.b_col.contiguous()  # (K, N), N contiguous
         self.a_scale = torch.exp(torch.randn(k // 128, m, device="cuda", generator=g))
-        self.b_scale = torch.exp(torch.randn(k // 128, n // 128, device="cuda", generator=g))
+        # ceil(N/128) columns: the last covers the N % 128 columns left over, if any.
+        self.b_scale = torch.exp(torch.randn(k // 128, -(-n // 128), device="cuda", generator=g))
         self.out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
         self.cublas_out: torch.Tensor | None = None  # cuBLAS's last result on these inputs
 
@@ -116,7 +117,7 @@ def dequantised_bf16(x: Inputs) -> Callable[[], object]:
     def call() -> torch.Tensor:
         a16 = (x.a.float() * x.a_scale.t().repeat_interleave(128, dim=1)).bfloat16()
         b_full = x.b_scale.repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
-        return a16 @ (x.b_col.float() * b_full).bfloat16()
+        return a16 @ (x.b_col.float() * b_full[:, : x.b_col.shape[1]]).bfloat16()
 
     return call
 

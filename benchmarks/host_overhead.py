@@ -36,7 +36,7 @@ def main() -> None:
     a = torch.randn(m, k, device="cuda", generator=g).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device="cuda", generator=g).to(torch.float8_e4m3fn).t()
     a_scale = torch.rand(k // 128, m, device="cuda", generator=g) + 0.5
-    b_scale = torch.rand(k // 128, n // 128, device="cuda", generator=g) + 0.5
+    b_scale = torch.rand(k // 128, -(-n // 128), device="cuda", generator=g) + 0.5
     out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
     x, y = torch.ones(16, device="cuda"), torch.ones(16, device="cuda")
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {m} x {n} x {k}")

@@ -110,11 +110,12 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void compute_tile(
 }
 
 // Recomputes, in the block-sum form, every output whose row has a non-finite a_scale or whose
-// 128-column block has a non-finite b_scale. A scan of the K/128 x (M + N/128) scales when none is.
+// 128-column block has a non-finite b_scale. A scan of the K/128 x (M + ceil(N/128)) scales when
+// none is.
 void recompute_nonfinite_scales(uint16_t* out, const uint8_t* a, const uint8_t* b,
                                 const float* a_scale, const float* b_scale, int64_t m_size,
                                 int64_t n_size, int64_t k_size, const std::array<float, 256>& table) {
-  const int64_t k_blocks = k_size / fp8gemm::kScaleBlock, n_blocks = n_size / fp8gemm::kScaleBlock;
+  const int64_t k_blocks = k_size / fp8gemm::kScaleBlock, n_blocks = fp8gemm::scale_columns(n_size);
   std::vector<char> row_hit(static_cast<size_t>(m_size), 0), block_hit(static_cast<size_t>(n_blocks), 0);
   bool any = false;
   for (int64_t kb = 0; kb < k_blocks; ++kb) {
@@ -148,7 +149,7 @@ void gemm_cpu_run(uint16_t* out, const uint8_t* a, const uint8_t* b, const float
                   const float* b_scale, int64_t m_size, int64_t n_size, int64_t k_size,
                   Fp8Format format) {
   const auto& table = table_for(format);
-  const int64_t n_blocks = n_size / fp8gemm::kScaleBlock;
+  const int64_t n_blocks = fp8gemm::scale_columns(n_size);
 
   // A, dequantised into row panels, padded with zero rows to a multiple of kMr.
   const int64_t m_padded = (m_size + kMr - 1) / kMr * kMr;
@@ -161,7 +162,8 @@ void gemm_cpu_run(uint16_t* out, const uint8_t* a, const uint8_t* b, const float
         panel[k * kMr] = table[row[k]] * a_scale[(k / fp8gemm::kScaleBlock) * m_size + m];
     }
   });
-  // B, dequantised into column panels (N is a multiple of 128, so of kNr).
+  // B, dequantised into column panels (N is a multiple of 16, kNr: a panel never overhangs N, and
+  // never straddles a scale block).
   std::vector<float> b_panels(static_cast<size_t>(k_size * n_size));
   at::parallel_for(0, n_size / kNr, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {

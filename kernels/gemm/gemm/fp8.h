@@ -59,6 +59,15 @@ GEMM_HOST_DEVICE inline uint16_t float_to_bf16_bits(float value) {
 // Scaling works on blocks of 128 along K (and along N for b_scale): 1x128 / 128x128 blocks.
 constexpr int kScaleBlock = 128;
 
+// N need not be a multiple of the scale block: every kernel takes a multiple of kNMultiple (16
+// bytes of an fp8 row of b; the rows TMA and the 16-byte loads address), and b_scale has one
+// column per started block of 128, the last one covering the N % 128 columns left over
+// (DeepSeek-V3's fused q_a/kv_a projection is N = 2112 = 16.5 blocks).
+constexpr int kNMultiple = 16;
+GEMM_HOST_DEVICE constexpr int64_t scale_columns(int64_t n) {
+  return (n + kScaleBlock - 1) / kScaleBlock;
+}
+
 // The largest M the op takes, on every backend: the portable and ROCm kernels put their 64-row
 // tiles in the grid's y dimension, which holds at most 65535 blocks. The binding and every
 // launcher check against this one number.

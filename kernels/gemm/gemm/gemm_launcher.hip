@@ -12,7 +12,7 @@ extern "C" hipError_t gemm_rocm_run(uint16_t* out, const uint8_t* a, const uint8
   using fp8gemm::Fp8Format;
   // The grid's y dimension holds the row tiles: kMaxM is 65535 of them (the binding's limit too).
   static_assert(fp8gemm::kMaxM == int64_t{65535} * fp8gemm::kTileM, "M limit and tile disagree");
-  if (m_size < 1 || m_size > fp8gemm::kMaxM || n_size % 128 != 0 || k_size % 128 != 0)
+  if (m_size < 1 || m_size > fp8gemm::kMaxM || n_size < 1 || n_size % fp8gemm::kNMultiple != 0 || k_size % 128 != 0)
     return hipErrorInvalidValue;
   int device = 0;
   hipError_t status = hipGetDevice(&device);
@@ -24,7 +24,7 @@ extern "C" hipError_t gemm_rocm_run(uint16_t* out, const uint8_t* a, const uint8
   const bool matrix_cores = mi300 && format == static_cast<int>(Fp8Format::e4m3fnuz);
   if (used_matrix_cores != nullptr) *used_matrix_cores = matrix_cores;
 
-  const dim3 grid(static_cast<unsigned>(n_size / fp8gemm::kTileN),
+  const dim3 grid(static_cast<unsigned>((n_size + fp8gemm::kTileN - 1) / fp8gemm::kTileN),
                   static_cast<unsigned>((m_size + fp8gemm::kTileM - 1) / fp8gemm::kTileM));
   const dim3 block(fp8gemm::kThreads);
   const int m = static_cast<int>(m_size), n = static_cast<int>(n_size), k = static_cast<int>(k_size);

@@ -37,7 +37,7 @@ __global__ __launch_bounds__(kThreads) void gemm_mfma_fnuz_kernel(
   const int wn = (wave % 2) * 32;
   const int m0 = blockIdx.y * kTileM;
   const int n0 = blockIdx.x * kTileN;
-  const int n_blocks = n_size / kScaleBlock;
+  const int n_blocks = static_cast<int>(scale_columns(n_size));
 
   floatx4 acc[2][2];
   for (int i = 0; i < 2; ++i)
@@ -56,10 +56,10 @@ __global__ __launch_bounds__(kThreads) void gemm_mfma_fnuz_kernel(
       *reinterpret_cast<uint4*>(&a_lds[r][c]) = lo;
       *reinterpret_cast<uint4*>(&a_lds[r][c + 16]) = hi;
     }
-    {  // B: 128 k-rows x 64 bytes, 32 bytes per thread, stored transposed.
+    {  // B: 128 k-rows x 64 bytes, 32 bytes per thread, stored transposed; columns past N zero.
       const int kr = tid / 2, c = (tid % 2) * 32;
       const uint8_t* src = b + (k0 + kr) * n_size + n0 + c;
-      for (int j = 0; j < 32; ++j) b_lds[c + j][kr] = src[j];
+      for (int j = 0; j < 32; ++j) b_lds[c + j][kr] = n0 + c + j < n_size ? src[j] : 0;
     }
     __syncthreads();
     floatx4 part[2][2];
@@ -90,8 +90,10 @@ __global__ __launch_bounds__(kThreads) void gemm_mfma_fnuz_kernel(
     for (int e = 0; e < 4; ++e) {
       const int m = m0 + wm + i * 16 + (lane / 16) * 4 + e;
       if (m >= m_size) continue;
-      for (int j = 0; j < 2; ++j)
-        out[int64_t(m) * n_size + n0 + wn + j * 16 + lane % 16] = float_to_bf16_bits(acc[i][j][e]);
+      for (int j = 0; j < 2; ++j) {
+        const int n = n0 + wn + j * 16 + lane % 16;
+        if (n < n_size) out[int64_t(m) * n_size + n] = float_to_bf16_bits(acc[i][j][e]);
+      }
     }
   }
 #endif

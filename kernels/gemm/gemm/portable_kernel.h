@@ -1,8 +1,8 @@
 // The portable gemm kernel: any AMD or NVIDIA GPU, both fp8 formats. It computes
 // out (M x N, bf16) = sum over 128-wide K blocks of (a_block . b_block) * a_scale[kb, m] *
 // b_scale[kb, n / 128], accumulated in float32, one 64 x 64 output tile per 256-thread block.
-// Any M works (rows past M read as zero and are never written); N and K are multiples of 128
-// (checked by the binding).
+// Any M works (rows past M read as zero and are never written); N is a multiple of 16 (columns
+// past N likewise) and K of 128 (checked by the binding).
 #pragma once
 
 #if defined(__HIPCC__)
@@ -34,7 +34,7 @@ __global__ __launch_bounds__(kThreads) void gemm_portable_kernel(
   const int n0 = blockIdx.x * kTileN;
   const int tm = (tid / 16) * 4;
   const int tn = (tid % 16) * 4;
-  const int n_blocks = n_size / kScaleBlock;
+  const int n_blocks = static_cast<int>(scale_columns(n_size));
 
   float acc[4][4] = {};
   for (int kb = 0; kb < k_size / kScaleBlock; ++kb) {
@@ -46,7 +46,7 @@ __global__ __launch_bounds__(kThreads) void gemm_portable_kernel(
       }
       for (int i = tid; i < kStep * kTileN; i += kThreads) {
         const int r = i / kTileN, c = i % kTileN;
-        b_tile[r][c] = fp8_to_float<F>(b[int64_t(k0 + r) * n_size + n0 + c]);
+        b_tile[r][c] = n0 + c < n_size ? fp8_to_float<F>(b[int64_t(k0 + r) * n_size + n0 + c]) : 0.0f;
       }
       __syncthreads();
       for (int k = 0; k < kStep; ++k) {
@@ -69,6 +69,8 @@ __global__ __launch_bounds__(kThreads) void gemm_portable_kernel(
   for (int i = 0; i < 4; ++i) {
     const int m = m0 + tm + i;
     if (m >= m_size) continue;
+    // N is a multiple of 16, so a thread's 4 columns are all inside N or all past it.
+    if (n0 + tn >= n_size) continue;
     for (int j = 0; j < 4; ++j)
       out[int64_t(m) * n_size + n0 + tn + j] = float_to_bf16_bits(acc[i][j]);
   }

@@ -67,6 +67,11 @@ extern "C" const char* gemm_sm90_config_name(int config) {
   return config >= 0 && config < kConfigCount ? kConfigs[config].name : nullptr;
 }
 
+extern "C" int gemm_sm90_config_takes_n(int config, int64_t n) {
+  if (config < 0 || config >= kConfigCount || n < 1 || n % fp8gemm::kNMultiple != 0) return 0;
+  return std::strncmp(kConfigs[config].name, "own_", 4) == 0 || n % fp8gemm::kScaleBlock == 0;
+}
+
 namespace {
 int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms);
 }  // namespace
@@ -126,13 +131,13 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   const Swapped* best = nullptr;
   int64_t best_cost = 0;
   for (const Swapped& t : kSwapped) {
-    const int64_t c = cost(t.rows, n / 128 * ((m + t.rows - 1) / t.rows));
+    const int64_t c = cost(t.rows, fp8gemm::scale_columns(n) * ((m + t.rows - 1) / t.rows));
     if (best == nullptr || c < best_cost) {
       best = &t;
       best_cost = c;
     }
   }
-  const int64_t swapped_tiles = n / 128 * ((m + best->rows - 1) / best->rows);
+  const int64_t swapped_tiles = fp8gemm::scale_columns(n) * ((m + best->rows - 1) / best->rows);
   const int64_t plain_rows = std::strncmp(kConfigs[plain].name, "own_64x", 7) == 0 ? 64 : 128;
   const double used_plain =
       static_cast<double>(m) / ((m + plain_rows - 1) / plain_rows * plain_rows);
@@ -578,7 +583,12 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
     pick = "own_128x160";
     least = wave_columns(160);
   }
-  if (short_k && wave_columns(192) < least) pick = "own_128x192_shortk";
+  // Our 128 x 192 where its waves hold fewer columns still, at long K too since run 31 (before,
+  // short K only): at the 9 of 40000 random shapes where that changed the choice (from our
+  // 128 x 128) and 6 at N = 2112 or 1088 (DeepSeek-V3's fused q_a/kv_a projection, whose last
+  // 128-wide tile is half empty), ahead at all 15, +15 % (geometric mean), the least +7 %
+  // (1282 vs 954 at 3072 x 2112 x 7168, 1192 vs 994 at 4096 x 2112 x 7168; RESULTS.md 31b).
+  if (wave_columns(192) < least) pick = short_k ? "own_128x192_shortk" : "own_128x192";
   return index_of(pick);
 }
 
@@ -595,8 +605,7 @@ extern "C" cudaError_t gemm_sm90_run(int config, Sm90Order order, uint16_t* out,
                                      const uint8_t* bt, const float* a_scale, int64_t a_scale_ld,
                                      const float* b_scale, int64_t m, int64_t n, int64_t k,
                                      void* workspace, cudaStream_t stream) {
-  if (config < 0 || config >= kConfigCount || m < 1 || m > fp8gemm::kMaxM || n % 128 != 0 ||
-      k % 128 != 0 || a_scale_ld < m || a_scale_ld % 4 != 0 || order.raster < 0 ||
+  if (!gemm_sm90_config_takes_n(config, n) || m < 1 || m > fp8gemm::kMaxM || k % 128 != 0 || a_scale_ld < m || a_scale_ld % 4 != 0 || order.raster < 0 ||
       order.raster > 2 || order.swizzle < 1 || order.swizzle > 8 || order.shift < 0 ||
       order.shift > 2)
     return cudaErrorInvalidValue;

@@ -12,6 +12,10 @@ extern "C" int gemm_sm90_available();
 extern "C" int gemm_sm90_config_count();
 extern "C" const char* gemm_sm90_config_name(int config);
 
+// Whether configuration `config` takes N: our own kernels any multiple of 16, CUTLASS's multiples
+// of 128 (their block-scaled mainloop reads whole 128-column scale blocks).
+extern "C" int gemm_sm90_config_takes_n(int config, int64_t n);
+
 // The order the persistent tile scheduler walks output tiles in: runs of `swizzle` (1, 2, 4, 8)
 // tiles; raster 0 = CUTLASS's heuristic, 1 = along M, 2 = along N. And where our own kernel puts
 // the tile of a last row block that runs past M: `shift` 0 = in its row block, 1 = moved back to
@@ -34,8 +38,8 @@ extern "C" size_t gemm_sm90_workspace_bytes(int config, Sm90Order order, int64_t
 
 // out (M, N) bf16 = a (M, K) e4m3 x bt (N, K) e4m3 ^T with block scales, with configuration
 // `config`. a_scale is (K/128, a_scale_ld) with a_scale_ld >= M a multiple of 4 (TMA's 16-byte
-// rows); b_scale is (K/128, N/128). N and K are multiples of 128, 1 <= M <= fp8gemm::kMaxM; every
-// pointer is 16-byte aligned.
+// rows); b_scale is (K/128, ceil(N/128)). K is a multiple of 128, N one the configuration takes
+// (gemm_sm90_config_takes_n), 1 <= M <= fp8gemm::kMaxM; every pointer is 16-byte aligned.
 extern "C" cudaError_t gemm_sm90_run(int config, Sm90Order order, uint16_t* out, const uint8_t* a,
                                      const uint8_t* bt, const float* a_scale, int64_t a_scale_ld,
                                      const float* b_scale, int64_t m, int64_t n, int64_t k,

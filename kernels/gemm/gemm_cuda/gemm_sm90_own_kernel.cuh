@@ -7,7 +7,8 @@
 //   a        (M, K) row-major e4m3
 //   bt       (N, K) row-major e4m3 (b column-major)
 //   a_scale  (K/128, a_scale_ld) fp32, M contiguous: one scale per row and 128-wide K block
-//   b_scale  (K/128, N/128) fp32: one scale per 128 x 128 block of b
+//   b_scale  (K/128, ceil(N/128)) fp32: one scale per 128 x 128 block of b (the last one part
+//            full where N % 128 != 0)
 //   out      (M, N) row-major bf16
 // out[m][n] = sum_kb a_scale[kb][m] * b_scale[kb][n/128] * sum_{k in kb} a[m][k] * bt[n][k]
 //
@@ -207,8 +208,8 @@ struct TileConfig {
 
 struct Params {
   int m, n, k;
-  const float* b_scale;  // (K/128, N/128)
-  int num_n_scales;      // N/128
+  const float* b_scale;  // (K/128, ceil(N/128))
+  int num_n_scales;      // ceil(N/128)
   int num_m_blocks, num_n_blocks, num_tiles;
   int last_row0;  // the first row of the last row block's tile (tile_row0)
   int last_col0;  // the first column of the last column block's tile (tile_col0)
@@ -329,9 +330,9 @@ __device__ __forceinline__ int tile_row0(const Params& p, int m_blk) {
 // (Sm90Order::shift; the launch's last_col0), as tile_row0 does for rows. Measured (RESULTS.md
 // 29g): 901 against 791 TFLOP/s for our 128 x 96 at 2176 x 640 x 5632 (seven tiles across N, the
 // last two-thirds full), 746 against 641 at 2816 x 512 x 3072; within 1 % where N holds many
-// tiles (600 x 20992 x 7680, 128 x 160). N is a multiple of 128, so the moved tile's first
-// column is a multiple of gcd(BN, 128), like every other tile's: its b-scale split is one the
-// math warpgroups' dispatch has.
+// tiles (600 x 20992 x 7680, 128 x 160). The launch moves it only where its first column is then
+// a multiple of gcd(BN, 128), like every other tile's: its b-scale split is one the math
+// warpgroups' dispatch has.
 template <class Cfg>
 __device__ __forceinline__ int tile_col0(const Params& p, int n_blk) {
   return n_blk == p.num_n_blocks - 1 ? p.last_col0 : n_blk * Cfg::kBlockN;

@@ -7,10 +7,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <numeric>  // std::gcd
 
 #include <cuda.h>
 #include <cuda_runtime.h>  // cudaLaunchKernelEx
 
+#include "../gemm/fp8.h"
 #include "device.h"
 #include "gemm_sm90_configs.h"
 #include "gemm_sm90_own_kernel.cuh"
@@ -58,7 +60,8 @@ cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
                                                    ? CU_TENSOR_MAP_SWIZZLE_64B
                                                    : CU_TENSOR_MAP_SWIZZLE_32B;
   const int64_t m = p.m, n = p.n, k = p.k;
-  if (m < 1 || n < kScaleBlockN || k < kBlockK || n % kScaleBlockN != 0 || k % kBlockK != 0 ||
+  if (m < 1 || n < fp8gemm::kNMultiple || k < kBlockK || n % fp8gemm::kNMultiple != 0 ||
+      k % kBlockK != 0 ||
       p.a_scale_ld < m || p.a_scale_ld % 4 != 0 || p.sm_count < 1)
     return cudaErrorInvalidValue;
 
@@ -95,14 +98,15 @@ cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
   params.k = p.k;
   params.b_scale = p.b_scale;
   params.stage_bytes = a_rows * kBlockK + Cfg::kSmemB + scale_slots * 4;
-  params.num_n_scales = p.n / kScaleBlockN;
+  params.num_n_scales = static_cast<int>(fp8gemm::scale_columns(p.n));
   params.num_m_blocks = static_cast<int>((rows + Cfg::kBlockM - 1) / Cfg::kBlockM);
   params.num_n_blocks = static_cast<int>((cols + Cfg::kBlockN - 1) / Cfg::kBlockN);
   // The last row block's tile (tile_row0 in gemm_sm90_own_kernel.cuh): moved back to end at M
   // where the shift asks for it and M holds a whole block. Its first row rounds up to a multiple
   // of 4, where a_scale's TMA box may start (16 bytes; an unaligned start is an illegal
-  // instruction): up to 3 rows past M stay. Swapped, the tile's rows are b's columns, and N is a
-  // multiple of 128.
+  // instruction): up to 3 rows past M stay. Swapped, the tile's rows are b's columns, never
+  // moved: a tile of them lies in one scale block (128-row tiles), the last one's rows past N
+  // zero-filled by the TMA and never stored.
   const int64_t last_block_row0 = int64_t{params.num_m_blocks - 1} * Cfg::kBlockM;
   const int64_t last_rows = rows - last_block_row0;
   // Shift 1 moves a 128-row tile where the block is less than half full (moved over a half-full
@@ -118,10 +122,14 @@ cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
   params.last_row0 =
       static_cast<int>(shift_rows ? (rows - Cfg::kBlockM + 3) / 4 * 4 : last_block_row0);
   // The last column block's tile (tile_col0): moved back to end at N wherever it runs past N and
-  // the shift is not 0 (N holds a whole block). N is a multiple of 128, so no rounding is needed.
+  // the shift is not 0 (N holds a whole block), and where its first column is then a multiple of
+  // gcd(BN, 128), as every other tile's is, so that its b-scale split is one the math warpgroups'
+  // dispatch has (N % 128 = 64 moves 64-, 96- or 192-wide tiles, not 128- or 256-wide ones).
+  // Unmoved, its columns past N are zero-filled by the TMA and never stored.
   const int64_t last_block_col0 = int64_t{params.num_n_blocks - 1} * Cfg::kBlockN;
-  const bool shift_cols =
-      !kSwap && p.shift != 0 && cols > Cfg::kBlockN && cols % Cfg::kBlockN != 0;
+  constexpr int64_t kSplitStep = std::gcd(int64_t{Cfg::kBlockN}, int64_t{kScaleBlockN});
+  const bool shift_cols = !kSwap && p.shift != 0 && cols > Cfg::kBlockN &&
+                          cols % Cfg::kBlockN != 0 && cols % kSplitStep == 0;
   params.last_col0 = static_cast<int>(shift_cols ? cols - Cfg::kBlockN : last_block_col0);
   const int64_t tiles = int64_t{params.num_m_blocks} * params.num_n_blocks;
   if (tiles > INT32_MAX) return cudaErrorInvalidValue;

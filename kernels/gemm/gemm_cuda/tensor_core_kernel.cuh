@@ -38,7 +38,7 @@ __device__ inline void copy_async_16(void* shared, const void* global, bool vali
 
 __device__ inline void load_stage(uint8_t* stage, const uint8_t* __restrict__ a,
                                   const uint8_t* __restrict__ bt, int m0, int n0, int64_t k0,
-                                  int m_size, int k_size) {
+                                  int m_size, int n_size, int k_size) {
   uint8_t* a_s = stage;
   uint8_t* b_s = stage + kTcTile * kTcPitch;
   for (int i = 0; i < kTcTile * kScaleBlock / 16 / kTcThreads; ++i) {
@@ -48,7 +48,10 @@ __device__ inline void load_stage(uint8_t* stage, const uint8_t* __restrict__ a,
     // Rows past M read row 0 (any valid address) and are zero-filled.
     copy_async_16(a_s + r * kTcPitch + c, a + int64_t(m < m_size ? m : 0) * k_size + k0 + c,
                   m < m_size);
-    copy_async_16(b_s + r * kTcPitch + c, bt + int64_t(n0 + r) * k_size + k0 + c, true);
+    // Likewise columns past N (the last column tile's, N a multiple of 16).
+    const int n = n0 + r;
+    copy_async_16(b_s + r * kTcPitch + c, bt + int64_t(n < n_size ? n : 0) * k_size + k0 + c,
+                  n < n_size);
   }
   asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -74,18 +77,18 @@ __global__ __launch_bounds__(kTcThreads, 1) void gemm_tensor_core_kernel(
   const int m0 = blockIdx.y * kTcTile;
   const int n0 = blockIdx.x * kTcTile;
   const int k_blocks = k_size / kScaleBlock;
-  const int n_blocks = n_size / kScaleBlock;
+  const int n_blocks = static_cast<int>(scale_columns(n_size));
   // ldmatrix: lane l gives the row address of matrix l / 8, row l % 8.
   const int ld_matrix = lane / 8, ld_row = lane % 8;
 
   float acc[kTcWarpTilesM][4][4] = {};
-  load_stage(shared, a, bt, m0, n0, 0, m_size, k_size);
+  load_stage(shared, a, bt, m0, n0, 0, m_size, n_size, k_size);
   for (int kb = 0; kb < k_blocks; ++kb) {
     asm volatile("cp.async.wait_group 0;\n" ::);
     __syncthreads();  // this block's tile has landed; everyone is done with the other stage
     if (kb + 1 < k_blocks)
       load_stage(shared + ((kb + 1) % kTcStages) * kTcStageBytes, a, bt, m0, n0,
-                 int64_t(kb + 1) * kScaleBlock, m_size, k_size);
+                 int64_t(kb + 1) * kScaleBlock, m_size, n_size, k_size);
     const uint8_t* a_s = shared + (kb % kTcStages) * kTcStageBytes;
     const uint8_t* b_s = a_s + kTcTile * kTcPitch;
     // This block's scales, read now so that their latency hides behind the MMAs.
@@ -142,6 +145,7 @@ __global__ __launch_bounds__(kTcThreads, 1) void gemm_tensor_core_kernel(
       if (m >= m_size) continue;
       for (int j = 0; j < 4; ++j) {
         const int n = n0 + wn + j * 8 + in_group * 2;
+        if (n >= n_size) continue;  // N is even: both columns of a pair lie inside N or past it
         const uint32_t pair = uint32_t(float_to_bf16_bits(acc[i][j][2 * half])) |
                               (uint32_t(float_to_bf16_bits(acc[i][j][2 * half + 1])) << 16);
         *reinterpret_cast<uint32_t*>(out + int64_t(m) * n_size + n) = pair;

@@ -39,14 +39,15 @@ def device() -> str:
 
 def use_cuda_kernel(kernel: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Points the op at one of the CUDA build's kernels: "default" (what the dispatch table
-    picks), "mma" (GEMM_CUDA_KERNEL) or a configuration of gemm_sm90_configs.h (GEMM_SM90_CONFIG,
-    sm_90a only); skips where that kernel is not there."""
+    picks), "mma" or "portable" (GEMM_CUDA_KERNEL; the portable kernel is also the one ROCm
+    builds run off MI300) or a configuration of gemm_sm90_configs.h (GEMM_SM90_CONFIG, sm_90a
+    only); skips where that kernel is not there."""
     if kernel == "default":
         return
     if gemm.backend != "cuda":
         pytest.skip("GEMM_CUDA_KERNEL chooses between the CUDA build's kernels")
-    if kernel == "mma":
-        monkeypatch.setenv("GEMM_CUDA_KERNEL", "mma")
+    if kernel in ("mma", "portable"):
+        monkeypatch.setenv("GEMM_CUDA_KERNEL", kernel)
     elif torch.cuda.get_device_capability() != (9, 0):
         pytest.skip(f"{kernel} is an sm_90a (H100/H200) kernel")
     else:
@@ -64,7 +65,7 @@ def make_inputs(m: int, n: int, k: int, fp8: torch.dtype, device: str, seed: int
     a = (torch.randn(m, k, generator=g) * 4).clamp(-200, 200).to(fp8)
     b = (torch.randn(k, n, generator=g) * 4).clamp(-200, 200).to(fp8)
     a_scale = torch.exp(torch.randn(k // 128, m, generator=g))
-    b_scale = torch.exp(torch.randn(k // 128, n // 128, generator=g))
+    b_scale = torch.exp(torch.randn(k // 128, -(-n // 128), generator=g))
     return [t.to(device) for t in (a, b, a_scale, b_scale)]
 
 
@@ -143,13 +144,17 @@ def test_bad_arguments_raise_before_running(device: str):
         ((out, a, b.view(torch.float8_e5m2), sa, sb), "gemm: b must have a's dtype"),
         ((out, a[:, :200], b, sa, sb), "gemm: K = a.size(1) must be a positive multiple of 128"),
         (
-            (out[:, :200], a, b[:, :200], sa, sb[:, :1]),
-            "gemm: N = b.size(1) must be a positive multiple of 128",
+            (out[:, :200], a, b[:, :200], sa, sb[:, :2]),
+            "gemm: N = b.size(1) must be a positive multiple of 16",
         ),
         ((out, a, b[:128], sa, sb), "gemm: b must have shape (K, N)"),
         ((out, a, b, sa.t(), sb), "gemm: a_scale must have shape (K/128, M)"),
         ((out, a, b, sa, sb.double()), "gemm: b_scale must be float32"),
-        ((out, a, b, sa, sb[:, :1]), "gemm: b_scale must have shape (K/128, N/128)"),
+        ((out, a, b, sa, sb[:, :1]), "gemm: b_scale must have shape (K/128, ceil(N/128))"),
+        (
+            (out[:, :208].contiguous(), a, b[:, :208].contiguous(), sa, sb[:, :1].contiguous()),
+            "gemm: b_scale must have shape (K/128, ceil(N/128))",
+        ),
         ((out.float(), a, b, sa, sb), "gemm: out must be bfloat16"),
         ((out[:2], a, b, sa, sb), "gemm: out must have shape (M, N)"),
         ((out, a[:0], b, sa[:, :0], sb), "gemm: a must have at least one row"),
@@ -364,6 +369,50 @@ def test_cuda_kernels_match_the_reference_at_random_shapes(
         out = gemm.gemm(a, b, a_scale, b_scale)
         ref = reference(a.cpu(), b.cpu(), a_scale.cpu(), b_scale.cpu())
         assert relative_error(out.cpu(), ref) < 1e-2, (kernel, m, n, k)
+
+
+# N past the last whole 128-column scale block, by every remainder a 16-column step leaves that
+# the tiles treat differently: 16 and 48 (less than one tile of any width), 2112 (DeepSeek-V3's
+# fused q_a/kv_a projection: 64 past 2048), 720 (80 past 640), 1136 (112 past 1024), 1040 (16).
+PART_BLOCK_SHAPES = [  # M, N, K
+    (1, 16, 128),
+    (37, 48, 384),
+    (129, 2112, 1024),
+    (300, 720, 640),
+    (64, 1136, 2048),
+    (1000, 1040, 256),
+]
+
+
+@pytest.mark.parametrize("kernel", ["default", "mma", "portable", *OWN_KERNELS])
+def test_n_that_is_not_a_multiple_of_128(device: str, kernel: str, monkeypatch: pytest.MonkeyPatch):
+    """N any multiple of 16: b_scale's last column covers the N % 128 columns left over. Every
+    kernel, b row-major and column-major, against the reference; and nothing is written past out
+    (it is the front of a larger buffer whose tail must keep its fill), where tiles overhang N."""
+    use_cuda_kernel(kernel, monkeypatch)
+    for m, n, k in PART_BLOCK_SHAPES:
+        a, b, a_scale, b_scale = make_inputs(m, n, k, torch.float8_e4m3fn, device, seed=m + n)
+        assert b_scale.shape == (k // 128, (n + 127) // 128)
+        ref = reference(a.cpu(), b.cpu(), a_scale.cpu(), b_scale.cpu())
+        for b_operand in (b, b.t().contiguous().t()):
+            buffer = torch.full((m * n + 4096,), 3.0, dtype=torch.bfloat16, device=device)
+            out = buffer[: m * n].view(m, n)
+            gemm.ops.gemm(out, a, b_operand, a_scale, b_scale)
+            assert relative_error(out.cpu(), ref) < 1e-2, (kernel, m, n, k, b_operand.stride())
+            assert bool((buffer[m * n :] == 3.0).all()), (kernel, m, n, k, "written past out")
+
+
+def test_cutlass_configurations_refuse_n_that_is_not_a_multiple_of_128(
+    device: str, monkeypatch: pytest.MonkeyPatch
+):
+    """CUTLASS's block-scaled mainloop reads whole scale blocks: named for such an N, one clear
+    error, nothing launched."""
+    cutlass = [name for name in re.findall(r"^\s*X\((\w+)\)", _CONFIGS_H.read_text(), re.M)
+               if not name.startswith("own_")]  # fmt: skip
+    use_cuda_kernel(cutlass[0], monkeypatch)
+    a, b, a_scale, b_scale = make_inputs(64, 2112, 256, torch.float8_e4m3fn, device, seed=3)
+    with pytest.raises(RuntimeError, match="take N a multiple of 128; got N = 2112"):
+        gemm.gemm(a, b, a_scale, b_scale)
 
 
 @pytest.mark.parametrize(

@@ -85,8 +85,8 @@ Arguments check_arguments(const at::Tensor& out, const at::Tensor& a, const at::
   TORCH_CHECK(m >= 1, "gemm: a must have at least one row (M >= 1), got shape ", a.sizes());
   TORCH_CHECK(k > 0 && k % fp8gemm::kScaleBlock == 0,
               "gemm: K = a.size(1) must be a positive multiple of 128, got ", k);
-  TORCH_CHECK(n > 0 && n % fp8gemm::kScaleBlock == 0,
-              "gemm: N = b.size(1) must be a positive multiple of 128, got ", n);
+  TORCH_CHECK(n > 0 && n % fp8gemm::kNMultiple == 0,
+              "gemm: N = b.size(1) must be a positive multiple of 16 (16-byte rows of fp8), got ", n);
   TORCH_CHECK(m <= fp8gemm::kMaxM, "gemm: M = a.size(0) must be at most ", fp8gemm::kMaxM,
               " (65535 tiles of 64 rows), got ", m);
   TORCH_CHECK(k <= (int64_t{1} << 24) && n <= (int64_t{1} << 22),
@@ -103,7 +103,8 @@ Arguments check_arguments(const at::Tensor& out, const at::Tensor& a, const at::
               "(1, K), e.g. w.t() for w of shape (N, K)), got strides ",
               b.strides());
   check_matrix("a_scale", a_scale, {k / 128, m}, "(K/128, M)", a);
-  check_matrix("b_scale", b_scale, {k / 128, n / 128}, "(K/128, N/128)", a);
+  check_matrix("b_scale", b_scale, {k / 128, fp8gemm::scale_columns(n)}, "(K/128, ceil(N/128))",
+               a);
   check_matrix("out", out, {m, n}, "(M, N)", a);
   check_aligned("a", a);
   check_aligned("b", b);
@@ -121,11 +122,25 @@ T* data(const at::Tensor& t) {
 }
 
 #if defined(CUDA_KERNEL)
-// The CUTLASS sm_90a path runs on compute capability 9.0 unless GEMM_CUDA_KERNEL=mma names the
-// portable tensor-core kernel (the benchmark and the GPU tests compare the two).
-bool use_sm90() {
-  const char* choice = std::getenv("GEMM_CUDA_KERNEL");
-  return !(choice != nullptr && std::string(choice) == "mma") && gemm_sm90_available();
+// Which of the CUDA build's kernels runs: the sm_90a ones on compute capability 9.0, the mma.sync
+// tensor-core kernel elsewhere from sm_89 on, the portable one before; GEMM_CUDA_KERNEL=mma or
+// =portable names one of the latter two instead (the benchmark and the GPU tests compare them;
+// "portable" is also the kernel ROCm builds run off MI300, so an NVIDIA GPU tests its code).
+enum class CudaKernel { sm90, mma, portable };
+
+CudaKernel cuda_kernel() {
+  const bool mma_here = gemm_cuda_uses_tensor_cores();
+  const char* text = std::getenv("GEMM_CUDA_KERNEL");
+  const std::string choice = text != nullptr ? text : "";
+  if (choice.empty()) {
+    if (gemm_sm90_available()) return CudaKernel::sm90;
+    return mma_here ? CudaKernel::mma : CudaKernel::portable;
+  }
+  TORCH_CHECK(choice == "mma" || choice == "portable", "gemm: GEMM_CUDA_KERNEL='", choice,
+              "' names no kernel; valid: mma, portable (or unset: the best one here)");
+  TORCH_CHECK(choice == "portable" || mma_here,
+              "gemm: GEMM_CUDA_KERNEL=mma needs compute capability 8.9 or newer");
+  return choice == "mma" ? CudaKernel::mma : CudaKernel::portable;
 }
 
 int env_int(const char* name, int fallback) {
@@ -152,7 +167,12 @@ int sm90_config(int64_t m, int64_t n, int64_t k, Sm90Order* order) {
   if (name == nullptr || *name == '\0') return config;
   std::string valid;
   for (int i = 0; i < gemm_sm90_config_count(); ++i) {
-    if (std::string(name) == gemm_sm90_config_name(i)) return i;
+    if (std::string(name) == gemm_sm90_config_name(i)) {
+      TORCH_CHECK(gemm_sm90_config_takes_n(i, n), "gemm: GEMM_SM90_CONFIG=", name,
+                  " is one of CUTLASS's configurations, which take N a multiple of 128; got N = ",
+                  n, " (our own, own_*, take any multiple of 16)");
+      return i;
+    }
     valid += (i ? ", " : "") + std::string(gemm_sm90_config_name(i));
   }
   TORCH_CHECK(false, "gemm: GEMM_SM90_CONFIG='", name, "' is not a configuration; valid: ", valid);
@@ -210,13 +230,13 @@ void gemm(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
   TORCH_CHECK(cudaSetDevice(a.get_device()) == cudaSuccess, "gemm: cannot select ", a.device());
   const cudaStream_t stream = nullptr;
 #endif
-  const bool sm90 = use_sm90();
-  if (!sm90 && !gemm_cuda_uses_tensor_cores()) {
-    // The portable kernel (before sm_89) reads b row-major.
+  const CudaKernel kernel = cuda_kernel();
+  if (kernel == CudaKernel::portable) {
+    // The portable kernel reads b row-major.
     const at::Tensor b_rows = args.b_column_major ? b.contiguous() : b;
     const cudaError_t status =
         gemm_cuda_run(data<uint16_t>(out), data<uint8_t>(a), data<uint8_t>(b_rows),
-                      data<float>(a_scale), data<float>(b_scale), m, n, k, stream);
+                      data<float>(a_scale), data<float>(b_scale), m, n, k, 0, stream);
     TORCH_CHECK(status == cudaSuccess, "gemm: CUDA launch failed: ", cudaGetErrorString(status));
     return;
   }
@@ -232,7 +252,7 @@ void gemm(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                 cudaGetErrorString(status));
     bt = data<uint8_t>(bt_storage);
   }
-  if (sm90) {
+  if (kernel == CudaKernel::sm90) {
     Sm90Order order{};
     const int config = sm90_config(m, n, k, &order);
     // CUTLASS's TMA wants a_scale's rows 16-byte aligned: pad M to a multiple of 4 if needed.
@@ -256,7 +276,7 @@ void gemm(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
     return;
   }
   const cudaError_t status = gemm_cuda_run(data<uint16_t>(out), data<uint8_t>(a), bt,
-                                           data<float>(a_scale), data<float>(b_scale), m, n, k,
+                                           data<float>(a_scale), data<float>(b_scale), m, n, k, 1,
                                            stream);
   TORCH_CHECK(status == cudaSuccess, "gemm: CUDA launch failed: ", cudaGetErrorString(status));
 #endif

@@ -27,8 +27,9 @@ def gemm(
     """out[m, n] = sum_k a[m, k] b[k, n] a_scale[k // 128, m] b_scale[k // 128, n // 128].
 
     a: (M, K) and b: (K, N) float8_e4m3fnuz or float8_e4m3fn; a_scale: (K/128, M) and
-    b_scale: (K/128, N/128) float32; out: (M, N) bfloat16, allocated when not given.
-    K and N must be multiples of 128, 1 <= M <= 4194240. b may be row-major or column-major
+    b_scale: (K/128, ceil(N/128)) float32 (the last column of b's scale blocks covers the
+    N % 128 columns left over, if any); out: (M, N) bfloat16, allocated when not given.
+    K must be a multiple of 128, N of 16, 1 <= M <= 4194240. b may be row-major or column-major
     (w.t() for w stored (N, K): no copy on the GPU tensor-core paths); every tensor's data must
     start 16-byte aligned.
     """

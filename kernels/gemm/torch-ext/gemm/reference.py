@@ -6,10 +6,11 @@ import torch
 
 
 def dequantize(a: torch.Tensor, a_scale: torch.Tensor, b: torch.Tensor, b_scale: torch.Tensor):
-    """a * a_scale (1 x 128 blocks) and b * b_scale (128 x 128 blocks), in float64."""
+    """a * a_scale (1 x 128 blocks) and b * b_scale (128 x 128 blocks, the last column of blocks
+    part full where N % 128 != 0), in float64."""
     a64 = a.double() * a_scale.double().t().repeat_interleave(128, dim=1)
     b_full = b_scale.double().repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
-    return a64, b.double() * b_full
+    return a64, b.double() * b_full[:, : b.shape[1]]
 
 
 def gemm_reference(
@@ -25,7 +26,8 @@ def gemm_reference(
     """
     k_blocks = a.shape[1] // 128
     a64, b64 = a.double(), b.double()
-    b_scale64 = b_scale.double().repeat_interleave(128, dim=1)  # (K/128, N)
+    # (K/128, N): b_scale has ceil(N/128) columns, the last one covering N % 128 columns or 128.
+    b_scale64 = b_scale.double().repeat_interleave(128, dim=1)[:, : b.shape[1]]
     out = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float64, device=a.device)
     for kb in range(k_blocks):
         block = slice(kb * 128, (kb + 1) * 128)
