@@ -31,6 +31,7 @@ done/total, and `serial est.` scales the finished steps' sum to all of them (an 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -180,6 +181,37 @@ def max_parallel(steps: Sequence[Step]) -> int:
     return most
 
 
+def process_table(page: int) -> tuple[dict[int, list[int]], dict[int, tuple[int, str]]]:
+    """Every process in /proc: each one's children, and its RSS in bytes and name."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, tuple[int, str]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                text = stat.read().decode(errors="replace")
+        except OSError:
+            continue  # the process ended between the listing and the read
+        name = text[text.find("(") + 1 : text.rfind(")")]
+        fields = text[text.rfind(")") + 2 :].split()
+        pid = int(entry.name)
+        children.setdefault(int(fields[1]), []).append(pid)
+        rss[pid] = (int(fields[21]) * page, name)
+    return children, rss
+
+
+def process_tree(root: int) -> list[int]:
+    """root and every process under it, now."""
+    children, _ = process_table(1)
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, ()))
+    return tree
+
+
 class TreeMemory:
     """Samples the summed RSS of a process and all its descendants from /proc until stopped."""
 
@@ -206,21 +238,7 @@ class TreeMemory:
             self._stop.wait(SAMPLE_SECONDS)
 
     def sample(self) -> None:
-        children: dict[int, list[int]] = {}
-        rss: dict[int, tuple[int, str]] = {}
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/stat", "rb") as stat:
-                    text = stat.read().decode(errors="replace")
-            except OSError:
-                continue  # the process ended between the listing and the read
-            name = text[text.find("(") + 1 : text.rfind(")")]
-            fields = text[text.rfind(")") + 2 :].split()
-            pid = int(entry.name)
-            children.setdefault(int(fields[1]), []).append(pid)
-            rss[pid] = (int(fields[21]) * self._page, name)
+        children, rss = process_table(self._page)
         total = 0
         todo = [self.root]
         while todo:
@@ -233,18 +251,23 @@ class TreeMemory:
         self.peak_bytes = max(self.peak_bytes, total)
 
 
-def _stop_group(process: subprocess.Popen[str]) -> None:
-    """Ends the build's own process group (it was started in a new session)."""
+def _stop_tree(process: subprocess.Popen[str]) -> None:
+    """Ends the build and every process under it. Ninja starts each compile in a process group of
+    its own, and survived its group's SIGTERM: stopping the build's group alone left Ninja and
+    its compiles running into the next project's measurement (on the GPU machine, step times of
+    the next build up to three times longer). The tree is read before each signal, while every
+    process in it is still a descendant, and the signal goes to each one."""
     for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 30.0)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        tree = process_tree(process.pid)
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            process.poll()
+            if not any(os.path.exists(f"/proc/{pid}") for pid in tree):
+                return
+            time.sleep(0.2)
 
 
 def build_command(
@@ -295,7 +318,7 @@ def measure(
             try:
                 returncode = process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                _stop_group(process)
+                _stop_tree(process)
                 returncode = None
     report.wall_s = time.monotonic() - started
     report.peak_rss_mib = memory.peak_bytes / 2**20

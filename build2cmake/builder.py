@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TextIO
 
-from build2cmake import digest, folder_marks, offload
+from build2cmake import digest, dist_jobs, folder_marks, offload
 from build2cmake import provenance as build_provenance
 from build2cmake.errors import Build2CMakeError, WriteRefusedError, printable
 from build2cmake.fileset import content_hash
@@ -227,6 +227,14 @@ def compile_project(
         with ProjectFolder(build_dir) as folder:
             for name in folder.listdir():
                 folder.check_real_tree(name, BUILD_FOLDER_WRITERS)
+    # Distributed compiles (dist_jobs): where sccache's config names an sccache-dist scheduler,
+    # the jobs default to the cluster's slots, not this machine's cores, and the Ninja pools
+    # (sized from local memory) to the job count, as -D values recorded like the user's.
+    distributed = dist_jobs.plan(defines, backend, jobs, env)
+    if distributed is not None:
+        print(printable(distributed.note), file=log or sys.stdout, flush=True)
+        jobs = distributed.jobs or jobs
+        defines = [*defines, *distributed.defines]
     configure = [
         cmake_program(),
         "-S",

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TextIO
 
-from build2cmake import builder, rocm_installs
+from build2cmake import builder, dist_jobs, rocm_installs
 from build2cmake.errors import Build2CMakeError, printable
 from build2cmake.hub_variants import HubVariant
 from build2cmake.model import Project
@@ -108,7 +108,8 @@ def build_variants(
     """
     if concurrent < 1:
         raise Build2CMakeError(f"--concurrent {concurrent}: use 1 or more")
-    per_variant_jobs = split_jobs(jobs, concurrent)
+    # With an sccache-dist cluster (dist_jobs), the variants share its slots, not the local CPUs.
+    per_variant_jobs = split_jobs(jobs or dist_jobs.cluster_slots(defines), concurrent)
     cutlass = any(d.startswith("cutlass") for k in project.kernels_for("cuda") for d in k.depends)
     install_lock = threading.Lock()
     print_lock = threading.Lock()

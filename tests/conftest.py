@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -7,6 +8,7 @@ import sys
 import venv
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -14,6 +16,20 @@ from tests.security import scene  # noqa: F401  (the security tests' project + s
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent
+
+
+def load_script(path: Path) -> ModuleType:
+    """A script of benchmarks/ imported as a module of its own name (registered in sys.modules:
+    dataclasses look their module up there), its folder first on the import path so that it
+    finds its sibling scripts."""
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

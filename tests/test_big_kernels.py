@@ -3,7 +3,6 @@ build measured end to end (tests/fixtures/scale_add, cpu backend)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,19 +13,14 @@ from types import ModuleType
 import pytest
 
 from build2cmake.builder import ninja_program
+from tests.conftest import REPO, load_script
 
-REPO = Path(__file__).parent.parent
 SCRIPT = REPO / "benchmarks" / "big_kernels.py"
 
 
 @pytest.fixture(scope="module")
 def big_kernels() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("big_kernels", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["big_kernels"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def test_critical_path_follows_the_slowest_chain_of_a_real_ninja_build(

@@ -111,6 +111,30 @@ def test_cpu_build_imports_computes_and_rebuilds_after_an_edit(
 
 
 @requires_rocm_toolchain
+def test_hipflags_from_the_environment_reach_every_hip_compile(
+    project: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """$HIPFLAGS is where a ROCm user puts HIP compiler flags, as $CXXFLAGS for C++: CMake reads
+    it in enable_language(HIP), after the template has added its own flags, which once hid it
+    (found building aiter-flash-attn-ck with -I flags for its torch headers)."""
+    root = project("scale_add")
+    generate_torch(root / "build.toml")
+    build_dir = tmp_path / "configure"
+    command = ["cmake", "-S", str(root), "-B", str(build_dir), "-G", "Ninja",
+               "-DBUILD2CMAKE_BACKEND=rocm", "-DBUILD2CMAKE_COMPILER_LAUNCHER=none"]  # fmt: skip
+    env = dict(os.environ, HIPFLAGS="-DB2C_FROM_HIPFLAGS=1")
+    for _ in range(2):  # the first configure, then one from the cache
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+        hip = [c for c in json.loads((build_dir / "compile_commands.json").read_text())
+               if c["file"].endswith(".hip")]  # fmt: skip
+        assert hip
+        for entry in hip:
+            assert entry["command"].count("-DB2C_FROM_HIPFLAGS=1") == 1, entry["command"]
+            assert "--rocm-path=" in entry["command"]
+
+
+@requires_rocm_toolchain
 def test_rocm_build_has_one_code_object_per_arch_of_each_kernel(
     project: Callable[[str], Path], build_env: BuildEnv
 ) -> None:

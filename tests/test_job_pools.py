@@ -76,7 +76,8 @@ def test_nvcc_compiles_a_kernels_capabilities_in_threads_within_a_cuda_pool(
     assert sum(f.startswith("-gencode=") for f in flags) == 3
     assert "--threads=3" in flags
     assert kernel["pool"] == "build2cmake_cuda"
-    assert pools(build_dir)["build2cmake_cuda"] >= 1
+    three_threads = pools(build_dir)["build2cmake_cuda"]
+    assert three_threads >= 1
     # At most BUILD2CMAKE_NVCC_THREADS threads; 1 turns them off.
     build_dir = configure(generated, "cuda", "BUILD2CMAKE_NVCC_THREADS=2")
     (kernel,) = [e for o, e in compile_edges(build_dir, ".cu").items() if "kernel_ops" in o]
@@ -84,6 +85,19 @@ def test_nvcc_compiles_a_kernels_capabilities_in_threads_within_a_cuda_pool(
     build_dir = configure(generated, "cuda", "BUILD2CMAKE_NVCC_THREADS=1")
     (kernel,) = [e for o, e in compile_edges(build_dir, ".cu").items() if "kernel_ops" in o]
     assert not any(f.startswith("--threads") for f in shlex.split(kernel["FLAGS"]))
+    # The pool is sized per thread the kernels use: one thread each, about three times as many
+    # compiles as with three (free memory moves a little between the two configures).
+    assert pools(build_dir)["build2cmake_cuda"] >= 2 * three_threads, pools(build_dir)
+    # A value of one's own wins; a value that is no count of compiles is refused.
+    build_dir = configure(generated, "cuda", "BUILD2CMAKE_CUDA_JOBS=5")
+    assert pools(build_dir)["build2cmake_cuda"] == 5
+    command = ["cmake", "-S", str(generated), "-B", str(build_dir), "-G", "Ninja",
+               "-DBUILD2CMAKE_BACKEND=cuda", "-DBUILD2CMAKE_CUDA_JOBS=5;x"]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode != 0
+    assert "BUILD2CMAKE_CUDA_JOBS=5;x: expected a number of compiles" in " ".join(
+        result.stderr.split()
+    )
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to configure CUDA")

@@ -87,23 +87,42 @@ if(CMAKE_CUDA_HOST_COMPILER_ID STREQUAL "Clang")
 endif()
 
 # A kernel compiled for several capabilities: nvcc --threads runs its per-capability steps (cicc,
-# ptxas) at once, up to BUILD2CMAKE_NVCC_THREADS (1: one after the other). Each thread takes up
-# to ~2 GB on large templated kernels, so the kernels' compiles run in a Ninja pool of one
-# compile per 2 GB per thread of the memory free at the first configure (see
-# build2cmake_torch.cmake for the C++ pool).
+# ptxas) at once, up to BUILD2CMAKE_NVCC_THREADS (1: one after the other). The kernels' compiles
+# run in a Ninja pool sized from the memory free at configure: one compile per 4 GB per thread
+# that the project's kernels use (the most --threads of any of them, 1 where every kernel has one
+# capability). 4 GB: kernels-community's flash-attn2 held 62.6 GiB with 14 one-capability compiles
+# running (RSS summed, an upper bound), its largest cicc 6.3 GiB (benchmarks/RESULTS.md, "Big
+# kernels"). BUILD2CMAKE_CUDA_JOBS of one's own wins (see build2cmake_torch.cmake for the C++ pool).
 set(BUILD2CMAKE_NVCC_THREADS 4 CACHE STRING
   "nvcc --threads for a kernel with several capabilities: at most this many (1: off)")
 if(NOT BUILD2CMAKE_NVCC_THREADS MATCHES "^[1-9][0-9]?$")
   message(FATAL_ERROR "BUILD2CMAKE_NVCC_THREADS=${BUILD2CMAKE_NVCC_THREADS}: expected a number "
     "of threads from 1 (off) to 99")
 endif()
-math(EXPR _b2c_cuda_jobs "${BUILD2CMAKE_FREE_MEMORY_MB} / (2048 * ${BUILD2CMAKE_NVCC_THREADS})")
-if(_b2c_cuda_jobs LESS 1)
-  set(_b2c_cuda_jobs 1)
-endif()
-set(BUILD2CMAKE_CUDA_JOBS "${_b2c_cuda_jobs}" CACHE STRING
-  "CUDA kernels' compiles run at once (Ninja pool; default: one per 2 GB per nvcc thread)")
-set_property(GLOBAL APPEND PROPERTY JOB_POOLS build2cmake_cuda=${BUILD2CMAKE_CUDA_JOBS})
+set(BUILD2CMAKE_NVCC_THREAD_MB 4096)
+set_property(GLOBAL PROPERTY BUILD2CMAKE_NVCC_MOST_THREADS 1)
+# The pool is declared once every kernel has been added (deferred to the end of the top-level
+# CMakeLists.txt), when the most threads any of them uses is known.
+function(_build2cmake_cuda_pool)
+  if(DEFINED CACHE{BUILD2CMAKE_CUDA_JOBS})
+    if(NOT BUILD2CMAKE_CUDA_JOBS MATCHES "^[1-9][0-9]?[0-9]?[0-9]?$")
+      message(FATAL_ERROR "BUILD2CMAKE_CUDA_JOBS=${BUILD2CMAKE_CUDA_JOBS}: expected a number of "
+        "compiles from 1 to 9999")
+    endif()
+    set(jobs "${BUILD2CMAKE_CUDA_JOBS}")
+  else()
+    get_property(threads GLOBAL PROPERTY BUILD2CMAKE_NVCC_MOST_THREADS)
+    math(EXPR jobs "${BUILD2CMAKE_FREE_MEMORY_MB} / (${BUILD2CMAKE_NVCC_THREAD_MB} * ${threads})")
+    if(jobs LESS 1)
+      set(jobs 1)
+    endif()
+    message(STATUS "build2cmake: CUDA kernels compile ${jobs} at once (Ninja pool: "
+      "${BUILD2CMAKE_FREE_MEMORY_MB} MB free / ${BUILD2CMAKE_NVCC_THREAD_MB} MB per nvcc thread, "
+      "${threads} thread(s); -DBUILD2CMAKE_CUDA_JOBS=N to choose)")
+  endif()
+  set_property(GLOBAL APPEND PROPERTY JOB_POOLS build2cmake_cuda=${jobs})
+endfunction()
+cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _build2cmake_cuda_pool)
 
 # The host half of every CUDA source nvcc compiles (kernels' and the extension's) gets
 # -fno-gnu-unique too (see build2cmake_torch.cmake), when the host compiler takes it: g++ does,
@@ -212,6 +231,10 @@ function(build2cmake_add_cuda_kernel extension target)
   endif()
   if(threads GREATER 1)  # with the -gencode options it parallelises
     list(APPEND gencode "--threads=${threads}")
+  endif()
+  get_property(most GLOBAL PROPERTY BUILD2CMAKE_NVCC_MOST_THREADS)
+  if(threads GREATER most)
+    set_property(GLOBAL PROPERTY BUILD2CMAKE_NVCC_MOST_THREADS ${threads})
   endif()
 
   build2cmake_kernel_library(${target} compiled ${arg_SOURCES})

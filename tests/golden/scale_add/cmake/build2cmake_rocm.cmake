@@ -23,6 +23,13 @@ endif()
 # Architectures are given per kernel (see build2cmake_add_rocm_kernel), never globally: without
 # this, CMake would add its own default --offload-arch to every HIP source.
 set(CMAKE_HIP_ARCHITECTURES OFF)
+# CMake takes the user's $HIPFLAGS into CMAKE_HIP_FLAGS only inside enable_language(HIP), on the
+# first configure; the flags appended below, before it, would make a variable that hides them.
+# So the first configure starts from $HIPFLAGS (later ones, and -D CMAKE_HIP_FLAGS, from the
+# cache, which string(APPEND) reads).
+if(NOT DEFINED CACHE{CMAKE_HIP_FLAGS} AND DEFINED ENV{HIPFLAGS})
+  set(CMAKE_HIP_FLAGS "$ENV{HIPFLAGS}")
+endif()
 string(APPEND CMAKE_HIP_FLAGS " --rocm-path=${_b2c_rocm_root}")
 # The HIP version, as hipcc passes it. clang pre-includes its HIP runtime wrapper (which brings
 # <cmath>, <cstdlib> and <stdlib.h>, so int64_t & co. are declared before a source's first line)
