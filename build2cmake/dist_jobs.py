@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -287,8 +287,12 @@ def plan(
     return DistPlan(count, (*extra, *pools), note)
 
 
-def cluster_slots(defines: Sequence[str], env: Mapping[str, str] | None = None) -> int | None:
-    """The cluster's slots when a build with `defines` compiles through sccache-dist (see
-    `plan`), else None: the default total of jobs that concurrent variant builds share."""
-    found = plan(defines, "cpu", None, env)
+def cluster_slots(
+    defines: Sequence[str], backends: Iterable[str], env: Mapping[str, str] | None = None
+) -> int | None:
+    """The cluster's slots when builds of `backends` with `defines` all compile through
+    sccache-dist (see `plan`), else None: the default total of jobs that concurrent variant
+    builds share. A rocm build compiles here unless sccache is chosen, so with rocm among the
+    backends the rocm rule decides (the cluster's slots would over-run this machine)."""
+    found = plan(defines, "rocm" if "rocm" in set(backends) else "cpu", None, env)
     return found.jobs if found is not None else None

@@ -109,7 +109,8 @@ def build_variants(
     if concurrent < 1:
         raise Build2CMakeError(f"--concurrent {concurrent}: use 1 or more")
     # With an sccache-dist cluster (dist_jobs), the variants share its slots, not the local CPUs.
-    per_variant_jobs = split_jobs(jobs or dist_jobs.cluster_slots(defines), concurrent)
+    backends = {v.backend for v in variants}
+    per_variant_jobs = split_jobs(jobs or dist_jobs.cluster_slots(defines, backends), concurrent)
     cutlass = any(d.startswith("cutlass") for k in project.kernels_for("cuda") for d in k.depends)
     install_lock = threading.Lock()
     print_lock = threading.Lock()

@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
+import time
 import venv
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -16,6 +19,36 @@ from tests.security import scene  # noqa: F401  (the security tests' project + s
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent
+
+
+@contextlib.contextmanager
+def serving(
+    process: subprocess.Popen[Any],
+    ready: Callable[[], bool],
+    not_ready: str,
+    *,
+    timeout: float = 30,
+    log: Path | None = None,
+) -> Iterator[None]:
+    """A server a test started (Redis, an sccache-dist scheduler or build server): waits until
+    `ready()`, failing with `not_ready` after `timeout` s or with the server's exit (and the tail
+    of its `log`), then runs the test, and stops the server however the test ends (SIGTERM, then
+    SIGKILL after 30 s)."""
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            exited = f"the server exited: {log.read_text()[-2000:] if log else ''}"
+            assert process.poll() is None, exited
+            assert time.monotonic() < deadline, not_ready
+            time.sleep(0.1)
+        yield
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
 
 
 def load_script(path: Path) -> ModuleType:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from build2cmake.api import generate_torch
-from tests.conftest import FIXTURES, requires_rocm_toolchain, run_cli
+from tests.conftest import FIXTURES, requires_rocm_toolchain, run_cli, serving
 from tests.test_kernels_hub import copy_project
 
 pytestmark = [
@@ -67,16 +67,9 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    try:
-        deadline = time.monotonic() + 20
-        while not redis_answers(port):
-            assert server.poll() is None, "redis-server exited"
-            assert time.monotonic() < deadline, "redis-server did not answer PING"
-            time.sleep(0.1)
+    with serving(server, lambda: redis_answers(port), "redis-server did not answer PING",
+                 timeout=20):  # fmt: skip
         yield f"redis://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def sccache(*args: str) -> subprocess.CompletedProcess[str]:

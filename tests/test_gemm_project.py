@@ -14,7 +14,15 @@ import pytest
 
 from build2cmake.api import generate_torch
 from build2cmake.offload import hip_bundles
-from tests.conftest import NVCC, REPO, BuildEnv, cuobjdump, requires_nvcc, requires_rocm_toolchain
+from tests.conftest import (
+    NVCC,
+    REPO,
+    BuildEnv,
+    cuobjdump,
+    load_script,
+    requires_nvcc,
+    requires_rocm_toolchain,
+)
 
 pytestmark = pytest.mark.compile
 
@@ -242,12 +250,7 @@ def host_table(tmp_path: Path) -> Callable[[list[tuple[int, int, int]]], list[st
     """gemm_sm90.cu's dispatch table compiled for the host with stand-ins for the kernels
     (benchmarks/host_table.py; no device: the H100's 132 SMs): a function from shapes to the
     configurations it chooses."""
-    spec = importlib.util.spec_from_file_location(
-        "host_table", REPO / "benchmarks" / "host_table.py"
-    )
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_script(REPO / "benchmarks" / "host_table.py")
     program = tool.build(GEMM / "gemm_cuda", tmp_path)
     return lambda shapes: tool.ask(program, shapes)
 

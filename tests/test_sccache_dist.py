@@ -22,7 +22,7 @@ import pytest
 
 from build2cmake import dist_jobs
 from build2cmake.dist_jobs import Cluster, DistStatusError
-from tests.conftest import FIXTURES, NVCC, requires_nvcc, run_cli
+from tests.conftest import FIXTURES, NVCC, requires_nvcc, run_cli, serving
 from tests.test_compiler_cache import free_port
 from tests.test_kernels_hub import copy_project
 
@@ -66,15 +66,6 @@ def sccache_dist(role: str, config: Path, log: Path) -> subprocess.Popen[bytes]:
         )
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=30)
-
-
 @dataclass(frozen=True)
 class Scheduler:
     port: int
@@ -102,16 +93,11 @@ def scheduler(tmp_path: Path) -> Iterator[Scheduler]:
         f'[client_auth]\ntype = "token"\ntoken = "{CLIENT_TOKEN}"\n'
         f'[server_auth]\ntype = "jwt_hs256"\nsecret_key = "{key}"\n'
     )
-    process = sccache_dist("scheduler", config, folder / "scheduler.log")
-    try:
-        deadline = time.monotonic() + 30
-        while scheduler_counts(port) is None:
-            assert process.poll() is None, (folder / "scheduler.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "the scheduler did not answer"
-            time.sleep(0.2)
+    log = folder / "scheduler.log"
+    process = sccache_dist("scheduler", config, log)
+    with serving(process, lambda: scheduler_counts(port) is not None,
+                 "the scheduler did not answer", log=log):  # fmt: skip
         yield Scheduler(port, folder)
-    finally:
-        stop(process)
 
 
 @pytest.fixture
@@ -134,16 +120,11 @@ def cluster(scheduler: Scheduler, tmp_path: Path) -> Iterator[Scheduler]:
         f'bwrap_path = "{shutil.which("bwrap")}"\n'
         f'[scheduler_auth]\ntype = "jwt_token"\ntoken = "{token}"\n'
     )
-    process = sccache_dist("server", config, folder / "server.log")
-    try:
-        deadline = time.monotonic() + 30
-        while (scheduler_counts(scheduler.port) or {}).get("num_servers") != 1:
-            assert process.poll() is None, (folder / "server.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "the build server did not join the scheduler"
-            time.sleep(0.2)
+    log = folder / "server.log"
+    process = sccache_dist("server", config, log)
+    with serving(process, lambda: (scheduler_counts(scheduler.port) or {}).get("num_servers") == 1,
+                 "the build server did not join the scheduler", log=log):  # fmt: skip
         yield scheduler
-    finally:
-        stop(process)
 
 
 def client_config(path: Path, scheduler_url: str, *, hip_toolchain: Path | None = None) -> Path:
@@ -374,8 +355,12 @@ def test_the_jobs_and_pools_follow_the_clusters_slots_unless_given(
     plan = dist_jobs.plan([], "cuda", 20000)
     assert plan is not None and plan.jobs == 20000
     assert plan.defines[1:] == ("BUILD2CMAKE_COMPILE_JOBS=9999", "BUILD2CMAKE_CUDA_JOBS=9999")
-    # Concurrent variant builds share the cluster's slots.
-    assert dist_jobs.cluster_slots([]) == slots
+    # Concurrent variant builds share the cluster's slots; rocm variants among them compile
+    # here unless sccache is chosen, so then the local cores decide.
+    assert dist_jobs.cluster_slots([], ["cpu", "cuda"]) == slots
+    assert dist_jobs.cluster_slots([], ["cuda", "rocm"]) is None
+    chosen = ["BUILD2CMAKE_COMPILER_LAUNCHER=sccache"]
+    assert dist_jobs.cluster_slots(chosen, ["cuda", "rocm"]) == slots
 
 
 def test_a_scheduler_without_build_servers_leaves_the_local_jobs_and_says_why(
