@@ -699,7 +699,7 @@ def build_for_sharing(
 
     Python op registrations must use add_op_namespace_prefix (checked before compiling);
     kernel-abi-check runs on each extension (with `strict`, a violation is an error); CARD.md,
-    if the project has one, is filled in as build/README.md.
+    if the project has one, is filled in as build/CARD.md.
     """
     return _build_for_sharing(
         load_project(build_toml),
@@ -835,6 +835,8 @@ class UploadPlan:
     operations: tuple[publish.FileOperation, ...]
     # Variants built from a checkout with uncommitted changes (a warning, as kernel-builder's).
     dirty: tuple[str, ...] = ()
+    # What the user should know and need not fix (the card read from an older place).
+    notes: tuple[str, ...] = ()
 
 
 def write_upload_summary(output: Path, outcome: publish.UploadOutcome) -> None:
@@ -873,8 +875,7 @@ def plan_upload(
         raise Build2CMakeError(
             f"repo id {chosen_repo!r}: use <owner>/<kernel name> (lowercase letters, digits, '-')"
         )
-    if repo_type not in publish.REPO_TYPES:
-        raise Build2CMakeError(f"--repo-type {repo_type!r}: use {' or '.join(publish.REPO_TYPES)}")
+    publish.check_repo_type(repo_type)
     version = project.version if project.version is not None else 1
     chosen_branch = branch or project.hub_branch or f"v{version}"
     if not _BRANCH.fullmatch(chosen_branch) or ".." in chosen_branch:
@@ -885,4 +886,6 @@ def plan_upload(
     request = publish.UploadRequest(chosen_repo, chosen_branch, repo_type, private, create_pr)
     operations = publish.local_operations(project_dir, variants, chosen_branch)
     dirty = publish.dirty_variants(project, project_dir)
-    return UploadPlan(request, project_dir, tuple(variants), tuple(operations), tuple(dirty))
+    _, card_note = publish.built_card(project_dir)
+    notes = () if card_note is None else (card_note,)
+    return UploadPlan(request, project_dir, tuple(variants), tuple(operations), tuple(dirty), notes)

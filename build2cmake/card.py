@@ -1,4 +1,9 @@
-"""The kernel card: the project's CARD.md, filled in after a build and written as build/README.md.
+"""The kernel card: the project's CARD.md, filled in after a build and written as build/CARD.md.
+
+build/CARD.md is where kernel-builder writes the filled-in card (its CI reads result/CARD.md) and
+where its `upload` takes it from, as the repository's README.md; a build/ of either tool carries
+its card to the other's upload. (build2cmake before 2026-11-28 wrote build/README.md: `upload`
+still takes that one when there is no build/CARD.md.)
 
 CARD.md is a Jinja template (as kernel-builder's), and it comes with the project, so it is
 rendered in Jinja's sandbox: a card can use the values below, not reach into Python. It sees:
@@ -27,7 +32,9 @@ from build2cmake.model import Project
 from build2cmake.safefs import ProjectFolder
 
 CARD_NAME = "CARD.md"
-README = "build/README.md"
+BUILT_CARD = "build/CARD.md"
+# Where build2cmake wrote the card until 2026-11-28; upload still reads it.
+OLD_BUILT_CARD = "build/README.md"
 # A card is prose; anything bigger is not one (and is not read into memory).
 _MAX_CARD_BYTES = 1 << 20
 _OP_DEF = re.compile(r"\.def\(\s*\"((?:[^\"\\]|\\.)*)\"")
@@ -295,11 +302,11 @@ def render_card(project: Project, project_dir: Path) -> str | None:
 
 
 def write_card(project: Project, project_dir: Path) -> Path | None:
-    """Fill CARD.md and write it as build/README.md; None when there is no CARD.md."""
+    """Fill CARD.md and write it as build/CARD.md; None when there is no CARD.md."""
     content = render_card(project, project_dir)
     if content is None:
         return None
-    # Through the one gate: a planted build/ link is refused, a build/README.md link replaced.
+    # Through the one gate: a planted build/ link is refused, a build/CARD.md link replaced.
     with ProjectFolder(project_dir) as folder:
-        folder.write_atomic(README, content.encode("utf-8", "replace"))
-    return project_dir / README
+        folder.write_atomic(BUILT_CARD, content.encode("utf-8", "replace"))
+    return project_dir / BUILT_CARD

@@ -244,7 +244,7 @@ def _add_sharing_commands(commands: argparse._SubParsersAction[argparse.Argument
         description="Check that every build/<variant>/ matches build.toml and is newer than its "
         "sources, then publish with huggingface_hub, as kernel-builder upload does: build/ and "
         "benchmarks/benchmark*.py to branch v<version> of the repo-id (files of an uploaded "
-        "variant that the build no longer makes are deleted), build/README.md (the card) to "
+        "variant that the build no longer makes are deleted), build/CARD.md (the card) to "
         "main as README.md. The token is huggingface_hub's (HF_TOKEN, or `hf auth login`); "
         "HF_ENDPOINT picks another Hub.",
     )
@@ -263,9 +263,10 @@ def _add_sharing_commands(commands: argparse._SubParsersAction[argparse.Argument
     )
     upl.add_argument(
         "--repo-type",
-        choices=("kernel", "model"),
         default="kernel",
-        help="kind of Hub repository (default: kernel; model for older repositories)",
+        metavar="kernel",
+        help="kind of Hub repository: kernel, the only kind the Hub keeps kernels in since "
+        "2026-09-13 (model is refused)",
     )
     upl.add_argument(
         "--output-json", type=Path, metavar="PATH", help="write a JSON summary of the upload"
@@ -472,7 +473,7 @@ def _print_sharing(sharing: api.SharingReport) -> None:
     if sharing.card is not None:
         _out(f"wrote {sharing.card} (the kernel card, from CARD.md)")
     else:
-        _out("no CARD.md: no kernel card (build/README.md) written")
+        _out("no CARD.md: no kernel card (build/CARD.md) written")
 
 
 def _run_sharing(args: argparse.Namespace) -> int:
@@ -512,6 +513,8 @@ def _run_sharing(args: argparse.Namespace) -> int:
         create_pr=args.create_pr,
         repo_type=args.repo_type,
     )
+    for note in plan.notes:
+        _err(f"note: {note}")
     if plan.dirty:
         _err(
             f"warning: {', '.join(plan.dirty)} built from a checkout with uncommitted changes: "

@@ -1,9 +1,10 @@
 """`build2cmake upload`: check that build/ is what build.toml describes, then publish it.
 
-What kernel-builder's `upload` does, with huggingface_hub: create the repository (kind `kernel`
-unless --repo-type model; not with --create-pr, which needs an existing one), create the branch
+What kernel-builder's `upload` does, with huggingface_hub: create the repository (of kind
+`kernel`, the only kind the Hub keeps kernels in since 2026-09-13; not with --create-pr, which
+needs an existing one), create the branch
 v<version> ([general.hub].branch or --branch) when it is missing, then commit build/<variant>/
-files and benchmarks/benchmark*.py to that branch and build/README.md (the card) as README.md to
+files and benchmarks/benchmark*.py to that branch and build/CARD.md (the card) as README.md to
 main, in batches of 1000 files (one pull request per branch with --create-pr). Files of an
 uploaded variant that the build no longer makes are deleted (on a new branch: everything under
 build/ and benchmarks/ that is not uploaded). Before any of it: the refusal to publish a stale
@@ -23,7 +24,7 @@ from typing import Any
 
 from build2cmake.bounded import walk_files
 from build2cmake.builder import kernel_dependency_record
-from build2cmake.card import built_variants, metadata_name
+from build2cmake.card import BUILT_CARD, OLD_BUILT_CARD, built_variants, metadata_name
 from build2cmake.errors import Build2CMakeError, printable
 from build2cmake.model import Project
 from build2cmake.render import extension_name
@@ -135,7 +136,11 @@ def check_fresh(project: Project, project_dir: Path, build_toml: Path, ops_id: s
 
 
 MAIN_BRANCH = "main"
-REPO_TYPES = ("kernel", "model")
+REPO_TYPES = ("kernel",)
+# The Hub removed model-type kernel repositories on 2026-09-13 (huggingface/kernels #757): kernels
+# live in kernel repositories only, and an upload to a model repository would publish a kernel the
+# `kernels` loader no longer looks for.
+MODEL_REPOSITORIES_GONE = "2026-09-13"
 COMMIT_BATCH_FILES = 1000
 COMMIT_MESSAGE = "Uploaded using build2cmake."
 
@@ -208,6 +213,34 @@ def _posix(relative: Path) -> str:
     return relative.as_posix()
 
 
+def check_repo_type(repo_type: str) -> None:
+    """Refuse a Hub repository kind other than `kernel`, saying why for `model`."""
+    if repo_type == "model":
+        raise Build2CMakeError(
+            f"--repo-type model: the Hub has kept kernels in kernel repositories only since "
+            f"{MODEL_REPOSITORIES_GONE} (model-type kernel repositories were removed); use "
+            "--repo-type kernel (the default)"
+        )
+    if repo_type not in REPO_TYPES:
+        raise Build2CMakeError(f"--repo-type {printable(repo_type)}: use {' or '.join(REPO_TYPES)}")
+
+
+def built_card(project_dir: Path) -> tuple[Path | None, str | None]:
+    """The filled-in card that goes to main as README.md, and a note when it is not where
+    kernel-builder looks: build/CARD.md, else a build/README.md that build2cmake wrote before
+    2026-11-28 (regular files only)."""
+    card = project_dir / BUILT_CARD
+    if _is_regular(card):
+        return card, None
+    old = project_dir / OLD_BUILT_CARD
+    if _is_regular(old):
+        return old, (
+            f"{OLD_BUILT_CARD} is sent as the card (README.md); build2cmake now writes "
+            f"{BUILT_CARD}, where kernel-builder looks: rebuild to move it"
+        )
+    return None, None
+
+
 def local_operations(
     project_dir: Path, variants: Sequence[str], branch: str
 ) -> list[FileOperation]:
@@ -218,8 +251,8 @@ def local_operations(
     """
     build = project_dir / "build"
     operations: list[FileOperation] = []
-    card = build / "README.md"
-    if _is_regular(card):
+    card, _ = built_card(project_dir)
+    if card is not None:
         operations.append(FileOperation(MAIN_BRANCH, "README.md", card))
     benchmarks = project_dir / "benchmarks"
     if benchmarks.is_dir() and not benchmarks.is_symlink():

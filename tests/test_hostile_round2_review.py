@@ -238,7 +238,8 @@ def test_upload_sends_no_file_reached_through_a_symlink(
 ) -> None:
     """Upload to the local Hub STAND-IN (tests/hub_standin.py) of a built project where the clone
     planted symlinks to a secret outside it: in build/<variant>/ (a file and a folder), as
-    benchmarks/benchmark_*.py, as build/README.md and under a name with a line break. The secret's
+    benchmarks/benchmark_*.py, as build/CARD.md and build/README.md (the card's place before
+    2026-11-28) and under a name with a line break. The secret's
     bytes reach the stand-in nowhere; the dry run lists no linked file, one line per file."""
     secret_folder = tmp_path / "secret"
     secret_folder.mkdir()
@@ -251,13 +252,15 @@ def test_upload_sends_no_file_reached_through_a_symlink(
     (variant / "linked").symlink_to(secret_folder)
     (variant / "line\nbreak.py").symlink_to(secret_folder / "token")
     (root / "benchmarks" / "benchmark_token.py").symlink_to(secret_folder / "token")
-    (root / "build" / "README.md").unlink()
+    (root / "build" / "CARD.md").unlink()
+    (root / "build" / "CARD.md").symlink_to(secret_folder / "token")
     (root / "build" / "README.md").symlink_to(secret_folder / "token")
 
     dry = _cli(root, "upload", "--dry-run", hub=hub)
     result = _cli(root, "upload", hub=hub)
     assert dry.returncode == 0, dry.stdout + dry.stderr
-    assert "token" not in dry.stdout and "linked" not in dry.stdout and "README" not in dry.stdout
+    assert "token" not in dry.stdout and "linked" not in dry.stdout and "CARD" not in dry.stdout
+    assert "README" not in dry.stdout
     assert all(line.startswith(("create-", "add ", "delete ", "dry run")) for line in
                dry.stdout.splitlines()), dry.stdout  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr

@@ -294,7 +294,7 @@ def test_build_writes_the_card_test_runs_kernels_ci_and_upload_refuses_a_stale_b
         line.startswith("kernel-abi-check: ") and line.endswith("manylinux_2_28 ok")
         for line in lines
     ), lines
-    readme = (root / "build" / "README.md").read_text()
+    readme = (root / "build" / "CARD.md").read_text()
     assert f'get_kernel("{NAME}", version=1)' in readme
     assert f"| `{variant}` | cpu | - |" in readme
     assert f"- `{PACKAGE}(Tensor! out, Tensor input) -> ()`" in readme

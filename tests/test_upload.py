@@ -97,9 +97,7 @@ def test_upload_creates_repo_and_branch_and_commits_variants_card_benchmarks(
     assert hub.branches_created == [(REPO_ID, "v1")]
     by_revision = {c.revision: c for c in hub.commits}
     assert set(by_revision) == {"main", "v1"}
-    assert by_revision["main"].added == {
-        "README.md": (project / "build" / "README.md").read_bytes()
-    }
+    assert by_revision["main"].added == {"README.md": (project / "build" / "CARD.md").read_bytes()}
     expected = _variant_files(project)
     expected["benchmarks/benchmark_speed.py"] = b"print('fast')\n"
     assert by_revision["v1"].added == expected
@@ -160,16 +158,46 @@ def test_upload_create_pr_opens_pull_requests_without_creating_the_repo(
     assert hub.files[REPO_ID]["v1"] == {}
 
 
-def test_upload_branch_and_model_repo_type(project: Path, hub: StandInHub) -> None:
-    result = _cli(project, "upload", "--branch", "exp/one", "--repo-type", "model", hub=hub)
+def test_upload_to_another_branch(project: Path, hub: StandInHub) -> None:
+    result = _cli(project, "upload", "--branch", "exp/one", hub=hub)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert hub.created[0]["type"] == "model"
+    assert hub.created[0]["type"] == "kernel"
     assert hub.branches_created == [(REPO_ID, "exp/one")]
     assert {c.revision for c in hub.commits} == {"main", "exp/one"}
     assert all(
-        path.startswith(("/api/models/", "/api/repos/", "/api/validate-yaml"))
+        path.startswith(("/api/kernels/", "/api/repos/", "/api/validate-yaml"))
         for _, path in hub.requests
     ), hub.requests
+
+
+@pytest.mark.parametrize("kind", ["model", "dataset"])
+def test_upload_refuses_a_repository_kind_other_than_kernel(
+    project: Path, hub: StandInHub, kind: str
+) -> None:
+    """Model-type kernel repositories are gone from the Hub (2026-09-13): the refusal says so,
+    before anything is sent."""
+    result = _cli(project, "upload", "--repo-type", kind, hub=hub)
+    assert result.returncode == 2 and hub.requests == []
+    assert result.stderr.count("\n") == 1, result.stderr
+    if kind == "model":
+        assert "since 2026-09-13" in result.stderr
+        assert "use --repo-type kernel" in result.stderr
+    else:
+        assert "use kernel" in result.stderr
+
+
+def test_upload_sends_a_card_written_by_an_older_build2cmake_with_a_note(
+    project: Path, hub: StandInHub
+) -> None:
+    """build/README.md (where build2cmake wrote the card before 2026-11-28) still goes to main as
+    README.md when there is no build/CARD.md, with one note saying to rebuild."""
+    card = (project / "build" / "CARD.md").read_bytes()
+    (project / "build" / "CARD.md").rename(project / "build" / "README.md")
+    result = _cli(project, "upload", hub=hub)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "note: build/README.md is sent as the card" in result.stderr
+    by_revision = {c.revision: c for c in hub.commits}
+    assert by_revision["main"].added == {"README.md": card}
 
 
 def test_upload_dry_run_lists_every_operation_and_contacts_nothing(
@@ -186,7 +214,7 @@ def test_upload_dry_run_lists_every_operation_and_contacts_nothing(
     assert result.stdout.splitlines() == [
         f"create-repo kernel {REPO_ID} public",
         "create-branch v1 (if missing)",
-        "add main README.md <- build/README.md",
+        "add main README.md <- build/CARD.md",
         "add v1 benchmarks/benchmark_speed.py <- benchmarks/benchmark_speed.py",
         "add v1 build/torch-cpu/__init__.py <- build/torch-cpu/__init__.py",
         "add v1 build/torch-cpu/_ops.py <- build/torch-cpu/_ops.py",

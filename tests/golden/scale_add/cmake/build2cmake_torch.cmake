@@ -420,13 +420,20 @@ function(build2cmake_add_extension name)
     # The module records it (registration.h); _ops.py refuses a torch of another release.
     "BUILD2CMAKE_TORCH_VERSION=\"$<IF:$<BOOL:${BUILD2CMAKE_STABLE_ABI}>,,${BUILD2CMAKE_TORCH_VERSION}>\"")
   # Editable installs rebuild on import without printing the build log (scikit-build-core
-  # captures it); when a scikit-build-core build (SKBUILD_EDITABLE_SKIP is set then: an import's
-  # rebuild, or pip's own build) links the extension again, this leaves a note that _ops.py
-  # prints as one line at the next import. O_NOFOLLOW: a symlink planted under the note's name
-  # fails the build rather than being written through.
+  # captures it), so a rebuild leaves a note that _ops.py prints as one line at the next import,
+  # and removes. The note says "rebuilt since the last import", so it is left only where an
+  # import came after the last install: pip's install configures (an import's rebuild only
+  # builds), and its configure writes an empty note, which the build keeps and the first import
+  # removes silently; a build (an import's rebuild: SKBUILD_EDITABLE_SKIP is set) that links
+  # the extension again finds no note once an import has removed it, and writes the name.
+  # O_EXCL and O_NOFOLLOW: an existing note, or a symlink planted under its name, is never
+  # written through (build2cmake_build_dir.cmake refused such a link before project()).
+  if(DEFINED SKBUILD)
+    file(WRITE "${CMAKE_BINARY_DIR}/build2cmake-rebuilt" "")
+  endif()
   add_custom_command(TARGET ${name} POST_BUILD
     COMMAND "${Python_EXECUTABLE}" -c
-      "import os, sys; os.environ.get('SKBUILD_EDITABLE_SKIP') and os.write(os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644), sys.argv[2].encode())"
+      "import os, sys; p = sys.argv[1]; fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644) if os.environ.get('SKBUILD_EDITABLE_SKIP') and not os.path.lexists(p) else None; fd is None or os.write(fd, sys.argv[2].encode())"
       "${CMAKE_BINARY_DIR}/build2cmake-rebuilt" "${name}"
     WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
     VERBATIM)

@@ -76,8 +76,8 @@ def _check_torch(name: str, built_with: str) -> None:
 
 def _report_rebuild() -> None:
     # An editable install rebuilds on import and prints nothing (SKBUILD_EDITABLE_VERBOSE=1
-    # shows the build log); a build that links the extension leaves this note (pip install -e's
-    # build too, so the first import after an install says so as well).
+    # shows the build log); an import's rebuild that links the extension leaves this note. The
+    # empty note pip's install leaves is removed silently (no import came before it).
     project = pathlib.Path(__file__).resolve().parents[2]
     note = project / "build/cmake/build2cmake-rebuilt"
     # In a cloned tree the note may be planted: a FIFO (a plain read would block the import),
