@@ -215,13 +215,13 @@ def compile_project(
     if build_dir.is_relative_to(project_dir):
         with ProjectFolder(project_dir) as folder:
             relative = build_dir.relative_to(project_dir).as_posix()
-            folder.makedirs(relative)
-            folder.check_real_tree(relative, BUILD_FOLDER_WRITERS)
             # Whatever a folder we did not make holds (a CMake cache that runs code, objects
-            # Ninja would link unrebuilt) must not reach CMake: see folder_marks.
+            # Ninja would link unrebuilt) must not reach CMake: see folder_marks. The claim makes
+            # a missing folder itself, so a first build has nothing to report as removed.
             note = folder_marks.claim(folder, relative)
             if note is not None:
                 print(printable(note), file=log or sys.stdout, flush=True)
+            folder.check_real_tree(relative, BUILD_FOLDER_WRITERS)
     else:
         build_dir.mkdir(parents=True, exist_ok=True)  # a folder of the caller's choosing
         with ProjectFolder(build_dir) as folder:

@@ -189,6 +189,17 @@ def test_build_replaces_a_shipped_build_folder_before_cmake_reads_it(scene: Scen
     scene.assert_sentinel_untouched()
 
 
+def test_a_first_build_reports_no_build_folder_removed(scene: Scene) -> None:
+    """A fresh copy has no build folder: the first build makes and marks it, and has nothing to
+    report as removed (it used to make the folder first, then remove it as "not made here")."""
+    result = cli(
+        "build", scene.build_toml, "--backend", "cpu",
+        "-D", "CMAKE_CXX_COMPILER_LAUNCHER=/bin/false", timeout=300,
+    )  # fmt: skip
+    assert "removed" not in result.stdout + result.stderr, result.stdout
+    assert (scene.project / "build" / "cmake-variant-cpu" / folder_marks.MARK).is_file()
+
+
 @pytest.mark.compile
 def test_pip_install_replaces_a_shipped_build_folder(scene: Scene) -> None:
     generate_torch(scene.build_toml)
