@@ -17,7 +17,6 @@ import os
 import pwd
 import re
 import secrets
-import shutil
 import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
@@ -33,6 +32,8 @@ BUILD_TREE_DEPTH_LIMIT = 64
 BUILD_TOML_LIMIT_BYTES = 1 << 20
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# Folders _remove_tree holds open at once; a folder below that depth is moved up first.
+_REMOVE_OPEN_FOLDERS = 32
 
 # Folders no project lives in: generating into them or cleaning them would damage the system.
 SYSTEM_FOLDERS = frozenset(
@@ -433,18 +434,10 @@ class ProjectFolder:
                     raise Build2CMakeError(
                         f"{self.path / str(rel)}: is not a real folder; refusing to delete it"
                     )
-                # shutil.rmtree with dir_fd uses the fd-based walk that does not follow
-                # symlinks swapped in while it runs (shutil.rmtree.avoids_symlink_attacks).
-                shutil.rmtree(rel.name, dir_fd=parent)
+                _remove_tree(parent, rel.name)
                 return True
         except FileNotFoundError:
             return False
-        except RecursionError:
-            # shutil.rmtree recurses once per level (Python < 3.13): a planted tree ~1000 deep.
-            raise Build2CMakeError(
-                f"{self.path / str(rel)}: nests too deeply for build2cmake to remove it; "
-                f"remove it yourself (rm -rf)"
-            ) from None
         except OSError as e:
             raise self._error(rel, "delete", e) from None
 
@@ -543,3 +536,64 @@ def write_user_file(path: Path, content: bytes, anchors: Sequence[Path]) -> None
     folder_path, relative = anchored(path, anchors)
     with ProjectFolder(folder_path) as folder:
         folder.write_atomic(relative, content)
+
+
+def _remove_tree(parent: int, name: str) -> None:
+    """Remove folder `name` of the open folder `parent` and everything in it, at any depth,
+    following no symlink (each folder is opened with O_NOFOLLOW from the one above it; a link
+    is removed as a file). Iterative, with at most _REMOVE_OPEN_FOLDERS folders open: a folder
+    deeper than that is renamed into the top folder, which cuts the chain, and removed by a
+    later pass. So no tree, however deep (shutil.rmtree recursed once per level before Python
+    3.13), is left half removed."""
+    top = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    try:
+        while _remove_contents(top):
+            pass  # folders were moved up into top: another pass removes them
+    finally:
+        os.close(top)
+    os.rmdir(name, dir_fd=parent)
+
+
+def _remove_contents(top: int) -> bool:
+    """One depth-first pass emptying open folder `top`; True when it moved deep folders up into
+    `top`, which then needs another pass."""
+    moved = False
+    # Each level: the open folder, its name in the level above, the entries left to remove.
+    stack: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = [
+        (top, "", iter(list(os.scandir(top))))
+    ]
+    try:
+        while stack:
+            fd, fd_name, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                stack.pop()
+                if stack:  # a folder below top, now empty
+                    os.close(fd)
+                    os.rmdir(fd_name, dir_fd=stack[-1][0])
+                continue
+            if not entry.is_dir(follow_symlinks=False):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.name, dir_fd=fd)
+                continue
+            if len(stack) >= _REMOVE_OPEN_FOLDERS:
+                os.rename(
+                    entry.name, f".b2c-remove-{secrets.token_hex(8)}", src_dir_fd=fd, dst_dir_fd=top
+                )
+                moved = True
+                continue
+            try:
+                child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                continue
+            except OSError as error:
+                if error.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                # Swapped for a link or a file since the scan: remove it as a file.
+                os.unlink(entry.name, dir_fd=fd)
+                continue
+            stack.append((child, entry.name, iter(list(os.scandir(child)))))
+    finally:
+        for fd, _, _ in stack[1:]:
+            os.close(fd)
+    return moved

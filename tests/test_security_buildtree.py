@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake import builder
+from build2cmake import builder, folder_marks
 from build2cmake.api import generate_torch
 from build2cmake.errors import Build2CMakeError
+from build2cmake.safefs import ProjectFolder
 from tests.conftest import REPO, BuildEnv, requires_rocm_toolchain
 from tests.security import FIXTURES, Scene, assert_one_user_error, cli, state
 
@@ -94,10 +95,13 @@ def test_build_never_writes_its_defines_record_through_a_planted_symlink(scene: 
 
 
 def test_compile_project_checks_its_build_folder_before_cmake_runs(scene: Scene) -> None:
-    """`build --variants` reaches compile_project without generate: it checks on its own."""
+    """`build --variants` reaches compile_project without generate: it checks on its own. (A
+    folder the clone shipped is replaced whole before this check; a link inside a folder made
+    here is refused.)"""
     generate_torch(scene.build_toml)
+    with ProjectFolder(scene.project) as project:
+        folder_marks.claim(project, "build/cmake-variant-cpu")
     folder = scene.project / "build" / "cmake-variant-cpu" / "CMakeFiles"
-    folder.parent.mkdir(parents=True)
     folder.symlink_to(scene.sentinel)
     with pytest.raises(Build2CMakeError, match="CMakeFiles: is a symlink"):
         builder.compile_project(scene.project, "cpu")
