@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from build2cmake import __version__, api, checks, doctor, publish
+from build2cmake import __version__, api, checks, doctor, interrupts, publish
 from build2cmake.errors import Build2CMakeError, BuildConfigErrors, printable
 from build2cmake.hub_variants import parse_variants
 from build2cmake.init import DEFAULT_ROCM_ARCHS
@@ -317,10 +317,16 @@ def _add_variant_options(bld: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 success, 2 something the user must fix, 3 a bug of
-    build2cmake's)."""
-    args = _parser().parse_args(argv)
+    build2cmake's, 128 + N after signal N: SIGINT, SIGTERM, SIGHUP). Run as the program (no
+    `argv`), it stops every process it started when one of those signals comes."""
+    if argv is None:
+        interrupts.install()
     try:
+        args = _parser().parse_args(argv)
         return _run(args)
+    except interrupts.Interrupted as interrupted:
+        _err(interrupted.message())
+        return interrupted.exit_code
     except BuildConfigErrors as errors:
         # Every problem of a build.toml, one error line each.
         for error in errors.errors:

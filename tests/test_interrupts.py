@@ -1,0 +1,88 @@
+"""SIGINT, SIGTERM and SIGHUP to build2cmake during a real build end its whole process tree.
+
+The compiler launcher is a script that records its pid and sleeps: Ninja runs it in a process
+group of its own, the case in which a plain kill of build2cmake used to leave it running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.security import Scene
+
+LAUNCHER = """#!/bin/sh
+echo $$ >> {pids}
+exec sleep 600
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return state[state.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
+
+
+def _processes_in(folder: Path) -> list[str]:
+    """Command lines of running processes that name `folder` (our build's)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if str(folder) in line and _running(int(entry.name)):
+                found.append(line)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
+)
+def test_a_signal_during_a_compile_stops_every_process_then_releases_the_lock(
+    scene: Scene, tmp_path: Path, signum: int, code: int
+) -> None:
+    pids = tmp_path / "compiles.pid"
+    launcher = tmp_path / "slow-compile"
+    launcher.write_text(LAUNCHER.format(pids=pids))
+    launcher.chmod(0o755)
+    build = subprocess.Popen(
+        [sys.executable, "-m", "build2cmake", "build", str(scene.build_toml), "--backend", "cpu",
+         "-D", f"CMAKE_CXX_COMPILER_LAUNCHER={launcher}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not (pids.is_file() and pids.read_text().strip()):
+            assert build.poll() is None, build.communicate()
+            assert time.monotonic() < deadline, "no compile started"
+            time.sleep(0.1)
+        compiles = [int(line) for line in pids.read_text().split()]
+        assert all(_running(pid) for pid in compiles)
+        build.send_signal(signum)
+        out, err = build.communicate(timeout=60)
+    finally:
+        if build.poll() is None:
+            build.kill()
+    assert build.returncode == code, (out, err)
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith(
+        f"build2cmake: interrupted by {signal.Signals(signum).name}; stopped "
+    ), err
+    assert not any(_running(pid) for pid in compiles)
+    assert _processes_in(scene.project) == []
+    # The lock is free and the project usable: clean runs at once and removes the build folder.
+    cleaned = subprocess.run(
+        [sys.executable, "-m", "build2cmake", "clean", str(scene.build_toml)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert not (scene.project / "build" / "cmake-variant-cpu").exists()
