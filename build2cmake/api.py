@@ -22,7 +22,6 @@ from build2cmake.fileset import (
     MANIFEST_NAME,
     Manifest,
     WriteReport,
-    content_hash,
     current_bytes,
     write_fileset_locked,
 )
@@ -571,38 +570,58 @@ def _clean_locked(folder: ProjectFolder, *, dry_run: bool, force: bool) -> Clean
                 f"{folder.path / MANIFEST_NAME}: unreadable; clean deletes nothing without it. "
                 "Run generate-torch again to rewrite it, then clean."
             )
+        if not dry_run:
+            # A generate killed before its first manifest was in place left at most that.
+            folder.remove_stale_temporaries([PurePosixPath(MANIFEST_NAME)])
         return CleanReport((), ())
     files: list[str] = []
     kept: list[str] = []
-    for name, recorded in sorted(manifest.files.items()):
+    for name in sorted(manifest.files):
         current = current_bytes(folder, name)
         if current is None:
             continue  # gone, or replaced by a symlink or folder: not ours
-        if force or content_hash(current) == recorded:
+        if force or manifest.is_ours(name, current):
             files.append(name)
         else:
             kept.append(name)
     folders = build_folders(folder)
     variants, record_warnings = builder.owned_variants(folder)
-    folders.extend(f"{BUILD_FOLDER}/{v}" for v in variants if f"{BUILD_FOLDER}/{v}" not in folders)
-    if folder.is_file(builder.VARIANTS_RECORD):
-        files.append(builder.VARIANTS_RECORD)
+    record, _ = builder.read_record(folder)
+    staging = [f"{BUILD_FOLDER}/{name}" for name in record.staging]
+    records = [builder.VARIANTS_RECORD] if folder.is_file(builder.VARIANTS_RECORD) else []
     if _is_our_compile_commands_link(folder):
         files.append(COMPILE_COMMANDS)
     if not dry_run:
+        # Records last: a clean killed part-way leaves the records of what is still there, and
+        # the next clean finishes it. Folders first (what a killed build staged, the variants,
+        # the build folders), then the generated files, then the variants record, the manifest.
+        build_is_real = folder.is_dir(BUILD_FOLDER)  # never through a planted link
+        if build_is_real and record.staging:
+            builder.remove_staging(folder, record)
+            builder.write_record(folder, record)
+        if variants:
+            builder.retire_variants(folder, variants)
+        for name in folders:
+            folder.rmtree(name)
+            folder.remove_empty_parents(name)
         if METADATA_PROVIDER in files and folder.is_dir(f"{METADATA_PROVIDER_FOLDER}/__pycache__"):
             # What Python cached of our provider, so that its folder goes too.
             folder.rmtree(f"{METADATA_PROVIDER_FOLDER}/__pycache__")
-        for name in files:
+        # The temporary files a killed write of ours left beside them go too.
+        ours = [*manifest.files, *files, MANIFEST_NAME]
+        ours += [builder.VARIANTS_RECORD] if build_is_real else []
+        folder.remove_stale_temporaries([PurePosixPath(name) for name in ours])
+        for name in [*files, *records]:
             folder.unlink(name)
-            folder.remove_empty_parents(name)
-        for name in folders:
-            folder.rmtree(name)
             folder.remove_empty_parents(name)
         # A manifest with entries we ignored stays, for the user to look at.
         if not kept and not manifest.ignored:
             folder.unlink(MANIFEST_NAME)
-    removed = sorted(files) + sorted(f + "/" for f in folders)
+        # build/ itself once nothing is left in it (a clean killed part-way may leave it empty).
+        folder.remove_empty_parents(PurePosixPath(BUILD_FOLDER) / MANIFEST_NAME)
+    files += records
+    variant_folders = [f"{BUILD_FOLDER}/{v}" for v in variants]
+    removed = sorted(files) + sorted(f + "/" for f in [*folders, *variant_folders, *staging])
     return CleanReport(tuple(removed), tuple(kept), (*manifest.ignored, *record_warnings))
 
 

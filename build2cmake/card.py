@@ -60,6 +60,11 @@ def metadata_name(project: Project) -> str:
 _VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}", re.ASCII)
 
 
+def is_variant_name(name: str) -> bool:
+    """Whether `name` could be a build/<variant>/ folder (never hidden, one component)."""
+    return _VARIANT_NAME.fullmatch(name) is not None
+
+
 def built_variants(project: Project, project_dir: Path) -> list[Variant]:
     """The variant folders under build/ whose metadata.json names this kernel, sorted.
 

@@ -88,10 +88,20 @@ class FileSet:
 
 @dataclass(frozen=True)
 class Manifest:
-    """What the last generate wrote into a target folder."""
+    """What the last generate wrote into a target folder.
 
-    files: Mapping[str, str]  # relative path -> content hash
+    Written before the files it describes (intent first): while generate replaces a file, its
+    entry lists the hash of the old content and of the new, so that a generate killed part-way
+    leaves a manifest under which every file is either one of ours or the user's, and the next
+    generate or clean finishes the job without --force. A settled entry holds one hash.
+    """
+
+    files: Mapping[str, tuple[str, ...]]  # relative path -> the content hashes that are ours
     ignored: tuple[str, ...] = ()  # warnings about entries that were not used
+
+    def is_ours(self, name: str, content: bytes) -> bool:
+        """Whether `content` at `name` is what generate wrote there."""
+        return content_hash(content) in self.files.get(name, ())
 
     @classmethod
     def read(cls, folder: ProjectFolder) -> Manifest | None:
@@ -107,20 +117,29 @@ class Manifest:
             return None
         if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
             return None
-        files: dict[str, str] = {}
+        files: dict[str, tuple[str, ...]] = {}
         ignored: list[str] = []
         for name, recorded in data["files"].items():
+            hashes = recorded if isinstance(recorded, list) else [recorded]
             if not is_generated_name(name):
                 ignored.append(f"{MANIFEST_NAME}: ignoring {name!r}: not a file generate writes")
-            elif not isinstance(recorded, str) or not _HASH.fullmatch(recorded):
+            elif not 1 <= len(hashes) <= 2 or not all(
+                isinstance(h, str) and _HASH.fullmatch(h) for h in hashes
+            ):
                 ignored.append(f"{MANIFEST_NAME}: ignoring {name!r}: its hash is not sha256:<hex>")
             else:
-                files[name] = recorded
+                files[name] = tuple(hashes)
         return cls(files=files, ignored=tuple(ignored))
 
     def to_bytes(self) -> bytes:
-        """The manifest as written to disk (sorted, so identical runs write identical bytes)."""
-        data = {"files": dict(sorted(self.files.items()))}
+        """The manifest as written to disk (sorted, so identical runs write identical bytes; a
+        settled entry as one hash, as every manifest before 2026-11-28 was)."""
+        data = {
+            "files": {
+                name: hashes[0] if len(hashes) == 1 else list(hashes)
+                for name, hashes in sorted(self.files.items())
+            }
+        }
         return (json.dumps(data, indent=2) + "\n").encode("utf-8")
 
 
@@ -160,8 +179,8 @@ def write_fileset_locked(fileset: FileSet, folder: ProjectFolder, *, force: bool
     for path in fileset:
         if relative_path(path) is None:
             raise ValueError(f"FileSet: {str(path)!r} is not a normalized relative path")
-    previous = Manifest.read(folder)
-    recorded = previous.files if previous else {}
+    previous = Manifest.read(folder) or Manifest(files={})
+    recorded = previous.files
 
     to_write: list[PurePosixPath] = []
     unchanged: list[str] = []
@@ -183,7 +202,7 @@ def write_fileset_locked(fileset: FileSet, folder: ProjectFolder, *, force: bool
         current = current_bytes(folder, str(path))
         if current == content:
             unchanged.append(str(path))
-        elif force or (current is not None and recorded.get(str(path)) == content_hash(current)):
+        elif force or (current is not None and previous.is_ours(str(path), current)):
             to_write.append(path)
         elif current is not None and _defines_all(current, fileset.own_copy_defines.get(path, ())):
             project_own.append(path)
@@ -199,10 +218,24 @@ def write_fileset_locked(fileset: FileSet, folder: ProjectFolder, *, force: bool
     # Files the previous generate wrote that this one does not (e.g. a renamed package); an
     # edited one is the user's now and stays.
     stale = sorted(set(recorded) - {str(p) for p in fileset})
+    # The project's own copies are not ours: the manifest leaves them out, so clean keeps them.
+    settled: dict[str, tuple[str, ...]] = {
+        str(p): (content_hash(fileset.files[p]),) for p in fileset if p not in project_own
+    }
+    # Intent first: until the writes and removals below are done, each file to be written may
+    # hold the old content (ours, when recorded) or the new, and each stale file is still ours.
+    pending = dict(settled)
+    for path in to_write:
+        if path not in project_own:
+            old = tuple(h for h in recorded.get(str(path), ()) if h not in settled[str(path)])
+            pending[str(path)] = (*old[-1:], *settled[str(path)])
+    pending.update({name: recorded[name] for name in stale})
+    _write_manifest(folder, Manifest(files=pending))
+
     removed: list[str] = []
     for name in stale:
         current = current_bytes(folder, name)
-        if current is not None and content_hash(current) == recorded[name]:
+        if current is not None and previous.is_ours(name, current):
             folder.unlink(name)
             folder.remove_empty_parents(name)
             removed.append(name)
@@ -210,13 +243,7 @@ def write_fileset_locked(fileset: FileSet, folder: ProjectFolder, *, force: bool
     folder.remove_stale_temporaries([*fileset, PurePosixPath(MANIFEST_NAME)])
     for path in to_write:
         folder.write_atomic(path, fileset.files[path])
-    # The project's own copies are not ours: the manifest leaves them out, so clean keeps them.
-    manifest = Manifest(
-        files={str(p): content_hash(fileset.files[p]) for p in fileset if p not in project_own}
-    )
-    new_manifest = manifest.to_bytes()
-    if current_bytes(folder, MANIFEST_NAME) != new_manifest:
-        folder.write_atomic(MANIFEST_NAME, new_manifest)
+    _write_manifest(folder, Manifest(files=settled))
     own_notes = tuple(
         f"{p}: using the project's own copy (it defines "
         f"{', '.join(fileset.own_copy_defines[p])}) instead of build2cmake's, which also records "
@@ -228,8 +255,15 @@ def write_fileset_locked(fileset: FileSet, folder: ProjectFolder, *, force: bool
         tuple(str(p) for p in to_write),
         tuple(unchanged),
         tuple(removed),
-        (*(previous.ignored if previous else ()), *own_notes),
+        (*previous.ignored, *own_notes),
     )
+
+
+def _write_manifest(folder: ProjectFolder, manifest: Manifest) -> None:
+    """Write `manifest` unless the one on disk already says the same (no needless write)."""
+    content = manifest.to_bytes()
+    if current_bytes(folder, MANIFEST_NAME) != content:
+        folder.write_atomic(MANIFEST_NAME, content)
 
 
 def _defines_all(content: bytes, names: tuple[str, ...]) -> bool:

@@ -7,10 +7,12 @@ writes nothing; then each file is written to a temporary file beside it and rena
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import re
+import secrets
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -231,10 +233,46 @@ def init_project(
     anchor, relative = _anchor(target)
     _check_target(target, anchor, relative, sorted(files), force=force)
     with ProjectFolder(anchor) as folder:
-        folder.makedirs(relative)
-        for name_ in sorted(files):
-            folder.write_atomic(relative / name_, files[name_])
+        info = folder.lstat(relative) if relative.parts else None
+        if relative.parts and (info is None or not folder.listdir(relative)):
+            _create_aside(folder, relative, files)
+        else:
+            # Into a folder that holds files (--force) or the anchor itself: file by file, each
+            # atomic; a rerun with --force finishes what a killed one began.
+            folder.makedirs(relative)
+            for name_ in sorted(files):
+                folder.write_atomic(relative / name_, files[name_])
     return InitReport(target, kernel, chosen, tuple(sorted(files)))
+
+
+# `.<project folder>.b2c-init-<8 hex digits>`: where init builds a new project before moving it
+# into place.
+_ASIDE = re.compile(r"\.(.+)\.b2c-init-[0-9a-f]{8}")
+
+
+def _create_aside(folder: ProjectFolder, relative: PurePosixPath, files: dict[str, bytes]) -> None:
+    """Write the new project into a folder beside `relative` and rename it into place (over the
+    empty folder, if one is there): a killed or failed init leaves no partial project, and the
+    same init runs again. Folders a killed init left beside it under that name are removed."""
+    parent = relative.parent
+    if parent.parts:
+        folder.makedirs(parent)
+    for entry in folder.listdir(parent) if parent.parts else folder.listdir():
+        match = _ASIDE.fullmatch(entry)
+        if match and match[1] == relative.name and folder.is_dir(parent / entry):
+            folder.rmtree(parent / entry)
+    while True:
+        aside = parent / f".{relative.name}.b2c-init-{secrets.token_hex(4)}"
+        if folder.make_dir(aside):
+            break
+    try:
+        for name in sorted(files):
+            folder.write_atomic(aside / name, files[name])
+        folder.rename(aside, relative)
+    except BaseException:
+        with contextlib.suppress(Build2CMakeError):
+            folder.rmtree(aside)
+        raise
 
 
 def _anchor(target: Path) -> tuple[Path, PurePosixPath]:

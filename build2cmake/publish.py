@@ -24,7 +24,13 @@ from typing import Any
 
 from build2cmake.bounded import walk_files
 from build2cmake.builder import kernel_dependency_record
-from build2cmake.card import BUILT_CARD, OLD_BUILT_CARD, built_variants, metadata_name
+from build2cmake.card import (
+    BUILT_CARD,
+    OLD_BUILT_CARD,
+    built_variants,
+    is_variant_name,
+    metadata_name,
+)
 from build2cmake.errors import Build2CMakeError, printable
 from build2cmake.model import Project
 from build2cmake.render import extension_name
@@ -66,7 +72,14 @@ def stale_variants(
         names = {v.name for v in built_variants(project, project_dir)}
         for folder in sorted(build.iterdir()):
             metadata = folder / "metadata.json"
-            if folder.name not in names and metadata.is_file() and not folder.is_symlink():
+            # Only variant names: a hidden staging folder a killed build left is no variant
+            # (the next build or clean removes it, by the variants record).
+            if (
+                folder.name not in names
+                and is_variant_name(folder.name)
+                and metadata.is_file()
+                and not folder.is_symlink()
+            ):
                 stale.append(
                     StaleVariant(folder.name, f"built for another kernel, not {project.name!r}")
                 )

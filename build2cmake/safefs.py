@@ -11,6 +11,7 @@ the folder. Every `OSError` becomes one `Build2CMakeError` naming the path.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import os
@@ -451,6 +452,32 @@ class ProjectFolder:
         except OSError as e:
             raise self._error(dst, f"rename {src} to", e) from None
 
+    def make_dir(self, name: str | PurePosixPath) -> bool:
+        """Create the one folder `name` (its parent must exist or is made); False when something
+        of that name exists already (it is left as it is)."""
+        rel = _checked(name)
+        try:
+            with self._parent(rel, create=True) as parent:
+                os.mkdir(rel.name, 0o755, dir_fd=parent)
+            return True
+        except FileExistsError:
+            return False
+        except OSError as e:
+            raise self._error(rel, "create the folder", e) from None
+
+    def exchange(self, first: str | PurePosixPath, second: str | PurePosixPath) -> bool:
+        """Swap `first` and `second` (both existing, in one folder) in one step: no moment in
+        which either name is missing (renameat2's RENAME_EXCHANGE). False where the kernel or
+        the file system cannot (the caller falls back to two renames)."""
+        one, two = _checked(first), _checked(second)
+        if one.parent != two.parent:
+            raise ValueError("exchange: both names must be in one folder")
+        try:
+            with self._parent(one) as parent:
+                return _rename_exchange(parent, one.name, two.name)
+        except OSError as e:
+            raise self._error(one, f"exchange {two} with", e) from None
+
     def make_temporary_dir(self, parent: str | PurePosixPath, prefix: str) -> PurePosixPath:
         """Create a fresh, empty folder named `prefix<random>` inside `parent`."""
         rel = _checked(parent)
@@ -536,6 +563,27 @@ def write_user_file(path: Path, content: bytes, anchors: Sequence[Path]) -> None
     folder_path, relative = anchored(path, anchors)
     with ProjectFolder(folder_path) as folder:
         folder.write_atomic(relative, content)
+
+
+# renameat2(2)'s flag (Linux 3.15+, glibc 2.28+).
+_RENAME_EXCHANGE = 2
+
+
+def _rename_exchange(folder: int, first: str, second: str) -> bool:
+    """renameat2(folder, first, folder, second, RENAME_EXCHANGE); False when unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
+    renameat2.argtypes += [ctypes.c_uint]
+    if renameat2(folder, os.fsencode(first), folder, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(error, os.strerror(error), second)
 
 
 def _remove_tree(parent: int, name: str) -> None:

@@ -39,7 +39,11 @@ def test_universal_build_writes_the_variant_and_clean_removes_it(scene: Scene) -
         "__init__.py", "_ops.py", "helpers.py", "metadata.json"
     ]  # fmt: skip
     record = json.loads((scene.project / "build" / ".build2cmake-variants.json").read_text())
-    assert record == {"torch-universal": content_hash((variant / "metadata.json").read_bytes())}
+    assert record == {
+        "format": 2,
+        "variants": {"torch-universal": [content_hash((variant / "metadata.json").read_bytes())]},
+        "staging": [],
+    }
     report = clean(scene.build_toml)
     assert "build/torch-universal/" in report.removed
     assert state(scene.project) == before

@@ -1,0 +1,195 @@
+"""A command killed at any write it makes leaves a project that the next run of the same command
+(or `clean`) brings to exactly what an uninterrupted run gives, without --force.
+
+The kill lands exactly, not by timing: the command runs in a fresh interpreter with an audit hook
+(sys.addaudithook) that counts the events that change the file system (an open for writing,
+mkdir, rename/replace, remove, rmdir, symlink, chmod) and sends the process SIGKILL just before
+the Nth. A first run counts them; then the command is killed at each in turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+
+KILLER = """
+import os, signal, sys
+_at = int(os.environ["B2C_KILL_AT"])
+_seen = 0
+_WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_CHANGES = {"os.mkdir", "os.rename", "os.remove", "os.rmdir", "os.symlink", "os.link",
+            "os.chmod", "os.truncate"}
+
+def _hook(event, args):
+    global _seen
+    if event == "open":
+        flags = args[2] if len(args) > 2 else None
+        mode = args[1] if len(args) > 1 else None
+        changes = (isinstance(flags, int) and flags & _WRITE) or (
+            isinstance(mode, str) and any(c in mode for c in "wax+"))
+    else:
+        changes = event in _CHANGES
+    if changes:
+        _seen += 1
+        if _seen == _at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+def _count():
+    seen = _seen  # before this open, which the hook counts too
+    with open(os.environ["B2C_KILL_COUNT"], "w") as f:
+        f.write(str(seen))
+
+if _at == 0:
+    import atexit
+    atexit.register(_count)
+sys.addaudithook(_hook)
+from build2cmake.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _run(cwd: Path, *args: str | Path, kill_at: int = -1, count: Path | None = None) -> int:
+    env = dict(os.environ, B2C_KILL_AT=str(kill_at), B2C_KILL_COUNT=str(count or os.devnull))
+    result = subprocess.run(
+        [sys.executable, "-c", KILLER, *map(str, args)],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    if kill_at != -1 and kill_at != 0:
+        return result.returncode
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    return result.returncode
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every entry under `root` (build folders of CMake aside), with a hash of each file."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root).as_posix()
+        if relative.startswith("build/cmake"):
+            continue
+        if path.is_symlink():
+            found[relative] = "-> " + os.readlink(path)
+        elif path.is_dir():
+            found[relative] = "dir"
+        else:
+            found[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def _every_kill(
+    tmp_path: Path,
+    prepare: Callable[[Path], None],
+    command: Callable[[Path], list[str | Path]],
+    *,
+    recover: Callable[[Path], list[str | Path]] | None = None,
+) -> int:
+    """Kill `command` at each of its writes in a fresh copy made by `prepare`; after each kill,
+    `recover` (default: the same command again) must succeed and leave the tree an
+    uninterrupted run leaves. Returns the number of writes."""
+    reference = tmp_path / "reference" / "project"
+    prepare(reference)
+    count = tmp_path / "count"
+    _run(reference.parent, *command(reference), kill_at=0, count=count)
+    writes = int(count.read_text())
+    assert writes > 0
+    expected = _tree(reference.parent)
+    for at in range(1, writes + 1):
+        copy = tmp_path / f"kill{at}" / "project"
+        prepare(copy)
+        status = _run(copy.parent, *command(copy), kill_at=at)
+        assert status == -9, f"write {at} of {writes}: the kill did not land"
+        _run(copy.parent, *(recover or command)(copy))
+        if recover is not None:
+            _run(copy.parent, *command(copy))
+        got = _tree(copy.parent)
+        assert got == expected, f"after a kill at write {at} of {writes}"
+        shutil.rmtree(copy.parent)
+    return writes
+
+
+def _noarch(root: Path) -> None:
+    shutil.copytree(FIXTURES / "noarch", root)
+
+
+def _generated(root: Path) -> None:
+    _noarch(root)
+    _run(root, "generate-torch", root / "build.toml")
+    # An edit of build.toml after the first generate: the next one rewrites our files.
+    toml = root / "build.toml"
+    toml.write_text(toml.read_text().replace('version = 1', 'version = 2', 1))
+
+
+def test_generate_killed_at_any_write_is_finished_by_the_next_generate(tmp_path: Path) -> None:
+    """Before: the manifest was written after the files, so a kill in between left our own
+    files refused as "edited since"."""
+    _every_kill(tmp_path, _generated, lambda root: ["generate-torch", root / "build.toml"])
+
+
+def test_clean_killed_at_any_write_is_finished_by_the_next_clean(tmp_path: Path) -> None:
+    def built(root: Path) -> None:
+        _noarch(root)
+        _run(root, "build", root / "build.toml", "--backend", "cpu")
+
+    _every_kill(tmp_path, built, lambda root: ["clean", root / "build.toml"])
+
+
+def test_build_killed_at_any_write_is_finished_by_the_next_build(tmp_path: Path) -> None:
+    """A rebuild over an earlier variant: killed anywhere (records, staging, the swap), the
+    next build replaces the variant without --force and no staging folder is left."""
+
+    def built_once(root: Path) -> None:
+        _noarch(root)
+        _run(root, "build", root / "build.toml", "--backend", "cpu")
+        (root / "torch-ext" / "noarch_kernel" / "extra.py").write_text("X = 2\n")
+
+    writes = _every_kill(
+        tmp_path, built_once, lambda root: ["build", root / "build.toml", "--backend", "cpu"]
+    )
+    assert writes >= 5
+
+
+def test_init_killed_at_any_write_leaves_nothing_the_next_init_refuses(tmp_path: Path) -> None:
+    def empty(root: Path) -> None:
+        root.mkdir(parents=True)
+
+    _every_kill(
+        tmp_path,
+        empty,
+        lambda root: ["init", root / "kernel", "--name", "my-org/add-one", "--backends", "cpu"],
+    )
+
+
+@pytest.mark.parametrize("where", ["generate", "build"])
+def test_a_killed_command_is_undone_by_clean(tmp_path: Path, where: str) -> None:
+    """After a kill at any write of generate or build, clean removes everything ours: the tree
+    is the project as it was before generate."""
+    pristine = tmp_path / "pristine"
+    _noarch(pristine)
+    expected = _tree(pristine)
+    command = ["generate-torch"] if where == "generate" else ["build"]
+    extra = [] if where == "generate" else ["--backend", "cpu"]
+    reference = tmp_path / "reference"
+    _noarch(reference)
+    count = tmp_path / "count"
+    _run(reference, *command, reference / "build.toml", *extra, kill_at=0, count=count)
+    for at in range(1, int(count.read_text()) + 1):
+        copy = tmp_path / f"kill{at}"
+        _noarch(copy)
+        status = _run(copy, *command, copy / "build.toml", *extra, kill_at=at)
+        assert status == -9
+        _run(copy, "clean", copy / "build.toml")
+        got = {k: v for k, v in _tree(copy).items() if not k.startswith(".build2cmake-lock")}
+        # clean keeps build/ itself only when something of the user's is in it.
+        got.pop("build", None)
+        assert got == expected, f"after a kill at write {at}"
+        shutil.rmtree(copy)
