@@ -40,6 +40,7 @@ from build2cmake.variant_env import (
     TorchSources,
     VariantEnv,
     check_torch_release,
+    describe_sources,
     index_reachable,
     prepare_env,
     rocm_torch_index,
@@ -224,7 +225,9 @@ def _build_one(
             # the variant's CUDA release: one line before anything is downloaded.
             if variant.framework == "torch":
                 release = check_torch_release(variant, chosen.sources, python=python)
-                print(printable(f"torch {release.version}: {_built_for(release)}"), file=log)
+                where = describe_sources(chosen.sources)
+                print(printable(f"torch {release.version} from {where}: {_built_for(release)}"),
+                      file=log)  # fmt: skip
 
         env = prepare_env(
             variant,
@@ -272,7 +275,7 @@ def _build_one(
 def _built_for(release: TorchRelease) -> str:
     """What a torch release was built for, in words."""
     if release.backend is None:
-        return "its build is read from it once installed"
+        return "its build is read from it once it is installed"
     if release.toolkit is None:
         return f"a {release.backend} build"
     toolkit = {"cuda": "CUDA", "rocm": "ROCm"}.get(release.backend, release.backend)

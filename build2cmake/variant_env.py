@@ -438,7 +438,7 @@ _FOLDER_ENTRY_LIMIT = 100_000
 # Release series named when a variant's torch does not exist.
 _SERIES_SHOWN = 8
 PYPI_SIMPLE = "https://pypi.org/simple"
-_WHEEL = re.compile(r"torch-([0-9][^-]*)-[^-]+-[^-]+-([^-]+)\.whl")
+_WHEEL = re.compile(r"torch-([0-9][0-9A-Za-z.+!_]*)-[^-]+-[^-]+-([^-]+)\.whl")
 _LOCAL_BUILD = re.compile(r"\+(cpu|cu([0-9]+)([0-9])|rocm([0-9]+)\.([0-9]+))(?:\.|$)")
 # What a CUDA build of torch requires: cuda-toolkit[...]==13.0.3 (torch >= 2.14), else the CUDA
 # runtime's wheel of its release (nvidia-cuda-runtime-cu12==12.8.90, nvidia-cuda-runtime==13.0.96).
@@ -571,7 +571,7 @@ def existing_releases(sources: PackageSources, machine: str | None = None) -> st
     arch = machine or platform.machine()
     try:
         names = _torch_files(sources)
-    except (OSError, ValueError, Build2CMakeError) as error:
+    except (OSError, ValueError, RecursionError, Build2CMakeError) as error:
         return f" (the releases there could not be listed: {printable(str(error))[:200]})"
     newest: dict[tuple[int, ...], tuple[tuple[int, ...], str]] = {}
     for name in names:
@@ -656,7 +656,10 @@ def _links_of(where: str, *, package_page: bool) -> list[str]:
     if len(body) > _LISTING_LIMIT:
         raise Build2CMakeError(f"{where}: more than {_LISTING_LIMIT >> 20} MiB")
     if "json" in kind:
-        files = json.loads(body).get("files", [])
+        page = json.loads(body)
+        files = page.get("files") if isinstance(page, dict) else None
+        if not isinstance(files, list):
+            raise ValueError(f"{where}: not a PEP 691 project page")
         return [str(f.get("filename", "")) for f in files if isinstance(f, dict)]
     text = body.decode("utf-8", "replace")
     return [urllib.parse.unquote(href.rsplit("/", 1)[-1]) for href in _HREF.findall(text)]

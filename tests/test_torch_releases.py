@@ -185,3 +185,15 @@ def test_an_index_without_torch_says_so(tmp_path: Path) -> None:
         f"no torch 2.13 release on --index-url {sources.index_url}; it has no torch wheel for "
         f"{platform.machine()} Linux"
     )
+
+
+def test_a_hostile_file_name_on_the_index_never_reaches_the_message(
+    index: PackageSources, tmp_path: Path
+) -> None:
+    assert index.index_url
+    page = Path(index.index_url.removeprefix("file://")) / "torch" / "index.html"
+    evil = f"torch-2.20.0+x%1b%5b2J%0a-cp311-cp311-manylinux_2_28_{platform.machine()}.whl"
+    page.write_text(page.read_text().replace("</body>", f'<a href="{evil}">x</a></body>'))
+    listed = existing_releases(index)
+    assert listed == "; the torch releases there: 2.14.1, 2.13.0+cpu"
+    assert "\x1b" not in listed and "\n" not in listed
