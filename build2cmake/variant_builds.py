@@ -224,7 +224,7 @@ def _build_one(
             # A torch release of the variant's series must exist there, and (CUDA) be built for
             # the variant's CUDA release: one line before anything is downloaded.
             if variant.framework == "torch":
-                release = check_torch_release(variant, chosen.sources, python=python)
+                release = check_torch_release(variant, chosen.sources, python=python, log=log)
                 where = describe_sources(chosen.sources)
                 print(printable(f"torch {release.version} from {where}: {_built_for(release)}"),
                       file=log)  # fmt: skip

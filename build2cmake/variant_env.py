@@ -474,14 +474,23 @@ def _series(version: tuple[int, int]) -> str:
 
 
 def _uv_compile(
-    requirement: str, sources: PackageSources, python: str, *, deps: bool
+    requirement: str,
+    sources: PackageSources,
+    python: str,
+    *,
+    deps: bool,
+    log: TextIO | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    """`uv pip compile` of one requirement (from a neutral folder, as every uv run here); the
+    command and what uv said go to `log`, as an install's do."""
     command = [
         uv_program(), "pip", "compile", "-", "--python", python, "--no-header", "--no-annotate",
         *(() if deps else ("--no-deps",)), *sources.uv_arguments(),
     ]  # fmt: skip
+    if log is not None:
+        print(printable(f"+ {' '.join(command)} <<< {requirement}"), file=log, flush=True)
     try:
-        return subprocess.run(
+        result = subprocess.run(
             command,
             input=requirement + "\n",
             capture_output=True,
@@ -495,16 +504,25 @@ def _uv_compile(
             f"uv did not resolve {requirement} from {describe_sources(sources)} within "
             f"{_RESOLVE_SECONDS} s"
         ) from None
+    if log is not None:
+        # uv's own words, each line escaped: they quote what the index served.
+        for line in (result.stdout + result.stderr).splitlines():
+            print(printable(line), file=log, flush=True)
+    return result
 
 
 def resolve_torch(
-    variant: HubVariant, sources: PackageSources, *, python: str = sys.executable
+    variant: HubVariant,
+    sources: PackageSources,
+    *,
+    python: str = sys.executable,
+    log: TextIO | None = None,
 ) -> TorchRelease:
     """The torch release uv installs for `variant` from `sources`, and its build: from the
     release's local version (+cpu, +cu126, +rocm7.1), else, for a CUDA variant, from the CUDA
     release its wheel requires. One error line, naming the releases that exist, when none does."""
     requirement = _series(variant.torch)
-    result = _uv_compile(requirement, sources, python, deps=False)
+    result = _uv_compile(requirement, sources, python, deps=False, log=log)
     if result.returncode != 0:
         if "No solution found" in result.stderr:
             raise Build2CMakeError(
@@ -532,7 +550,7 @@ def resolve_torch(
         return TorchRelease(version, None)  # any build of torch builds a cpu or rocm variant
     # PyPI's wheels carry no local version: the CUDA release shows in what the wheel requires.
     # Where that does not resolve (an index without torch's dependencies), it is not known.
-    with_deps = _uv_compile(f"torch=={version}", sources, python, deps=True)
+    with_deps = _uv_compile(f"torch=={version}", sources, python, deps=True, log=log)
     cuda = _CUDA_PIN.search(with_deps.stdout) if with_deps.returncode == 0 else None
     if cuda is not None:
         return TorchRelease(version, "cuda", (int(cuda[1]), int(cuda[2])))
@@ -540,12 +558,16 @@ def resolve_torch(
 
 
 def check_torch_release(
-    variant: HubVariant, sources: PackageSources, *, python: str = sys.executable
+    variant: HubVariant,
+    sources: PackageSources,
+    *,
+    python: str = sys.executable,
+    log: TextIO | None = None,
 ) -> TorchRelease:
     """`variant`'s torch release, or one error line when the sources have none for it: no
     release of its series, or (a CUDA variant) only a build for another CUDA release, which
     would make another variant than the one named."""
-    release = resolve_torch(variant, sources, python=python)
+    release = resolve_torch(variant, sources, python=python, log=log)
     if (
         variant.backend == "cuda"
         and release.backend == "cuda"
