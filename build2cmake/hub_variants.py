@@ -7,33 +7,73 @@ The set published kernels are expected to carry (what `--all` builds) is upstrea
 variant list: `nix-builder/build-variants.json` in the huggingface/kernels repository, which its
 docs (`docs/source/kernel-requirements.md`, "Build variants") make the requirement for Hub
 kernels. The installed `kernels` Python package (0.17) carries no copy of that list: it only
-resolves among the variants a repository has (kernels/variants.py, kernels/backends.py). We keep
-the Linux part of it here as data; update it when upstream's list moves.
+resolves among the variants a repository has (kernels/variants.py, kernels/backends.py). A copy
+of upstream's file, with the commit it was taken from, is the package's data file
+`hub_build_variants.json`: the one place to update when upstream's list moves. Any other torch
+release is built by naming it (`--variants torch2.15-cpu`); variant_env asks the package index
+whether it exists.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import platform
 import re
 from dataclasses import dataclass
+from importlib import resources
 
 from build2cmake.errors import Build2CMakeError
 from build2cmake.model import Project
 
-# Upstream's required Linux variants (nix-builder/build-variants.json, November 2026), by
-# platform.machine(). Backends this build2cmake cannot build (xpu) are left out.
-REQUIRED_TORCH = ((2, 12), (2, 13))
-REQUIRED_TOOLKITS: dict[str, dict[str, tuple[tuple[int, int], ...]]] = {
-    "x86_64": {
-        "cpu": ((0, 0),),
-        "cuda": ((12, 6), (13, 0), (13, 2)),
-        "rocm": ((7, 1), (7, 2)),
-    },
-    "aarch64": {
-        "cpu": ((0, 0),),
-        "cuda": ((12, 6), (13, 0), (13, 2)),
-    },
-}
+# The package's copy of upstream's matrix (see the module's docstring).
+MATRIX_FILE = "hub_build_variants.json"
+# The backends of upstream's matrix that this build2cmake builds (not xpu, metal, ...).
+BUILT_BACKENDS = ("cpu", "cuda", "rocm")
+
+
+@dataclass(frozen=True)
+class UpstreamMatrix:
+    """Upstream's build variant list as the package carries it."""
+
+    source: dict[str, str]  # repository, path, commit, committed (date), checked (date)
+    variants: dict[str, dict[str, tuple[str, ...]]]  # "x86_64-linux" -> backend -> folders
+
+    def describe(self) -> str:
+        """Where the list comes from, in one line."""
+        s = self.source
+        return f"{s['repository']} {s['path']} at {s['commit'][:12]} ({s['committed']})"
+
+
+@functools.cache
+def upstream_matrix() -> UpstreamMatrix:
+    """The matrix of the package's data file (read once; a broken file is one error line)."""
+    where = resources.files("build2cmake") / MATRIX_FILE
+    try:
+        text = where.read_text("utf-8")
+    except OSError as error:
+        raise Build2CMakeError(f"{where}: cannot read ({error}); reinstall build2cmake") from None
+    return read_matrix(text, str(where))
+
+
+def read_matrix(text: str, where: str) -> UpstreamMatrix:
+    """A matrix from the text of a file shaped like the package's data file."""
+    try:
+        data = json.loads(text)
+        source = {str(k): str(v) for k, v in data["source"].items()}
+        missing = [k for k in ("repository", "path", "commit", "committed") if k not in source]
+        if missing:
+            raise KeyError(f"source.{missing[0]}")
+        variants = {
+            str(system): {str(b): tuple(str(n) for n in names) for b, names in backends.items()}
+            for system, backends in data["build-variants"].items()
+        }
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+        raise Build2CMakeError(
+            f"{where}: not a build variant matrix ({type(error).__name__}: {error})"
+        ) from None
+    return UpstreamMatrix(source, variants)
+
 
 # Upstream builds [tvm-ffi] kernels once per apache-tvm-ffi release x toolkit, whatever the torch
 # (nix-builder/versions.nix: the build sets that carry a tvmFfiVersion, all "0.1"; their
@@ -136,24 +176,31 @@ def parse_variants(texts: str, machine: str | None = None) -> list[HubVariant]:
     return variants
 
 
-def required_variants(machine: str | None = None, framework: str = "torch") -> list[HubVariant]:
-    """Upstream's required variant set for this machine's architecture (all backends), for
-    torch kernels or (framework "tvm-ffi") Apache TVM FFI kernels."""
-    toolkits = REQUIRED_TOOLKITS.get(_machine(machine))
-    if toolkits is None:
+def required_variants(
+    machine: str | None = None, framework: str = "torch", matrix: UpstreamMatrix | None = None
+) -> list[HubVariant]:
+    """Upstream's required variant set for this machine's architecture (the backends this
+    build2cmake builds), for torch kernels or (framework "tvm-ffi") Apache TVM FFI kernels;
+    from `matrix`, by default the package's."""
+    matrix = matrix or upstream_matrix()
+    machine = _machine(machine)
+    system = matrix.variants.get(f"{machine}-linux")
+    if system is None:
+        known = sorted(s.removesuffix("-linux") for s in matrix.variants if s.endswith("-linux"))
         raise Build2CMakeError(
-            f"no Hub variant list for {_machine(machine)} (known: {', '.join(REQUIRED_TOOLKITS)})"
+            f"no Hub variant list for {machine} (upstream's has: {', '.join(known)}; "
+            f"{matrix.describe()})"
         )
-    releases_of: tuple[tuple[int, int], ...] = REQUIRED_TORCH
+    backends = {b: names for b, names in system.items() if b in BUILT_BACKENDS}
     if framework == "tvm-ffi":
-        releases_of = REQUIRED_TVM_FFI
-        toolkits = {b: t for b, t in TVM_FFI_TOOLKITS.items() if b in toolkits}
-    return sorted(
-        HubVariant(release, backend, None if backend == "cpu" else toolkit, framework)
-        for release in releases_of
-        for backend, releases in toolkits.items()
-        for toolkit in releases
-    )
+        return sorted(
+            HubVariant(release, backend, None if backend == "cpu" else toolkit, framework)
+            for release in REQUIRED_TVM_FFI
+            for backend, toolkits in TVM_FFI_TOOLKITS.items()
+            if backend in backends
+            for toolkit in toolkits
+        )
+    return sorted(parse_variant(name, machine) for names in backends.values() for name in names)
 
 
 def _release(text: str) -> tuple[int, ...]:
@@ -174,7 +221,9 @@ def _within(version: tuple[int, int], minver: str | None, maxver: str | None) ->
     return True
 
 
-def project_variants(project: Project, machine: str | None = None) -> list[HubVariant]:
+def project_variants(
+    project: Project, machine: str | None = None, matrix: UpstreamMatrix | None = None
+) -> list[HubVariant]:
     """What `--all` builds for `project`: the required set, limited to its backends, its
     [torch] minver/maxver, [general.cuda] minver/maxver, and (for CUDA) dropping a toolkit that
     every CUDA kernel's cuda-minver excludes (a kernel below its cuda-minver is left out of a
@@ -185,7 +234,7 @@ def project_variants(project: Project, machine: str | None = None) -> list[HubVa
     torch_min = project.torch.minver if project.torch is not None else None
     torch_max = project.torch.maxver if project.torch is not None else None
     chosen = []
-    for variant in required_variants(machine, project.framework):
+    for variant in required_variants(machine, project.framework, matrix):
         if variant.backend not in project.backends:
             continue
         if not _within(variant.torch, torch_min, torch_max):

@@ -36,8 +36,11 @@ from build2cmake.safefs import ProjectFolder
 from build2cmake.variant import NEUTRAL_FOLDER, installed_torch_toolkit
 from build2cmake.variant_env import (
     PackageSources,
+    TorchRelease,
     TorchSources,
     VariantEnv,
+    check_torch_release,
+    describe_sources,
     index_reachable,
     prepare_env,
     rocm_torch_index,
@@ -216,8 +219,24 @@ def _build_one(
             refuse_gpu_headers(
                 project, project_dir, "a CPU or CUDA torch", chosen, chosen.unreachable
             )
+
+        def check_release() -> None:
+            # A torch release of the variant's series must exist there, and (CUDA) be built for
+            # the variant's CUDA release: one line before anything is downloaded.
+            if variant.framework == "torch":
+                release = check_torch_release(variant, chosen.sources, python=python, log=log)
+                where = describe_sources(chosen.sources)
+                print(printable(f"torch {release.version} from {where}: {_built_for(release)}"),
+                      file=log)  # fmt: skip
+
         env = prepare_env(
-            variant, chosen.sources, cutlass=cutlass, python=python, root=env_root, log=log
+            variant,
+            chosen.sources,
+            cutlass=cutlass,
+            python=python,
+            root=env_root,
+            log=log,
+            before_create=check_release,
         )
         if variant.backend == "rocm":
             stand_in = _stand_in(project, project_dir, variant, env, chosen)
@@ -251,6 +270,16 @@ def _build_one(
     return VariantResult(
         variant, folder, True, 0.0, tuple(str(a) for a in archs), note=_stand_in_note(stand_in)
     )
+
+
+def _built_for(release: TorchRelease) -> str:
+    """What a torch release was built for, in words."""
+    if release.backend is None:
+        return "its build is read from it once it is installed"
+    if release.toolkit is None:
+        return f"a {release.backend} build"
+    toolkit = {"cuda": "CUDA", "rocm": "ROCm"}.get(release.backend, release.backend)
+    return f"a {toolkit} {release.toolkit[0]}.{release.toolkit[1]} build"
 
 
 def _rocm_for(

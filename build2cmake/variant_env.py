@@ -35,9 +35,13 @@ import fcntl
 import hashlib
 import json
 import os
+import platform
+import re
 import shutil
 import subprocess
 import sys
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -245,8 +249,10 @@ def prepare_env(
     python: str = sys.executable,
     root: Path | None = None,
     log: TextIO | None = None,
+    before_create: Callable[[], None] | None = None,
 ) -> VariantEnv:
-    """The environment for `variant`, made (or refreshed) with uv when needed."""
+    """The environment for `variant`, made (or refreshed) with uv when needed; `before_create`
+    runs first when it must be made (and may refuse it by raising), not when it is reused."""
     packages = requirements(variant, cutlass=cutlass)
     python_version = sys.version if python == sys.executable else python
     recipe = {
@@ -266,6 +272,8 @@ def prepare_env(
         except (OSError, ValueError, KeyError, TypeError):
             made, cuda = None, None
         if made is None:
+            if before_create is not None:
+                before_create()
             cuda = _create(path, python, variant, packages, sources, log)
             record.write_text(json.dumps({**recipe, "cuda": cuda}, indent=2) + "\n", "utf-8")
         else:
@@ -412,3 +420,268 @@ def _described(variant: HubVariant, path: Path, cuda: tuple[int, int] | None) ->
         if variant.backend == "cuda":
             defines.append(f"CMAKE_CUDA_COMPILER={nvcc}")
     return VariantEnv(path=path, python=path / "bin" / "python", env=env, defines=tuple(defines))
+
+
+# Which torch release a variant gets, asked before anything is downloaded: uv resolves the
+# variant's requirement against the same sources (and the user's uv configuration) as the
+# install, so a release the index does not serve is one line instead of a failed install, and a
+# CUDA variant whose torch release was built with another CUDA is one line instead of a 1 GB
+# download and a configure that stops.
+
+# How long uv may take to resolve (it asks the index, or its cache).
+_RESOLVE_SECONDS = 120
+# A package's page on an index (PyPI's JSON page of torch is ~0.4 MB) and the time to read it.
+_LISTING_LIMIT = 32 << 20
+_LISTING_SECONDS = 30
+# Entries read from a --find-links folder.
+_FOLDER_ENTRY_LIMIT = 100_000
+# Release series named when a variant's torch does not exist.
+_SERIES_SHOWN = 8
+PYPI_SIMPLE = "https://pypi.org/simple"
+_WHEEL = re.compile(r"torch-([0-9][0-9A-Za-z.+!_]*)-[^-]+-[^-]+-([^-]+)\.whl")
+_LOCAL_BUILD = re.compile(r"\+(cpu|cu([0-9]+)([0-9])|rocm([0-9]+)\.([0-9]+))(?:\.|$)")
+# What a CUDA build of torch requires: cuda-toolkit[...]==13.0.3 (torch >= 2.14), else the CUDA
+# runtime's wheel of its release (nvidia-cuda-runtime-cu12==12.8.90, nvidia-cuda-runtime==13.0.96).
+_CUDA_PIN = re.compile(
+    r"^(?:cuda-toolkit|nvidia-cuda-runtime(?:-cu[0-9]+)?)==([0-9]+)\.([0-9]+)", re.MULTILINE
+)
+_HREF = re.compile(r"""href\s*=\s*["']([^"'#?]+)""", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class TorchRelease:
+    """The torch release the index serves for a variant, and what it was built for."""
+
+    version: str  # as the index names it: "2.14.1", "2.13.0+cpu"
+    backend: str | None  # "cpu", "cuda" or "rocm"; None where the index does not say
+    toolkit: tuple[int, int] | None = None  # its CUDA or ROCm release
+
+
+def describe_sources(sources: PackageSources) -> str:
+    """The sources in words, for messages: PyPI, or the user's."""
+    named = [
+        *([f"--index-url {sources.index_url}"] if sources.index_url else []),
+        *(f"--extra-index-url {u}" for u in sources.extra_index_urls),
+        *(f"--find-links {f}" for f in sources.find_links),
+    ]
+    if not named:
+        return "PyPI"
+    return ("PyPI and " if not sources.index_url else "") + ", ".join(named)
+
+
+def _series(version: tuple[int, int]) -> str:
+    return f"torch>={version[0]}.{version[1]},<{version[0]}.{version[1] + 1}"
+
+
+def _uv_compile(
+    requirement: str,
+    sources: PackageSources,
+    python: str,
+    *,
+    deps: bool,
+    log: TextIO | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`uv pip compile` of one requirement (from a neutral folder, as every uv run here); the
+    command and what uv said go to `log`, as an install's do."""
+    command = [
+        uv_program(), "pip", "compile", "-", "--python", python, "--no-header", "--no-annotate",
+        *(() if deps else ("--no-deps",)), *sources.uv_arguments(),
+    ]  # fmt: skip
+    if log is not None:
+        print(printable(f"+ {' '.join(command)} <<< {requirement}"), file=log, flush=True)
+    try:
+        result = subprocess.run(
+            command,
+            input=requirement + "\n",
+            capture_output=True,
+            text=True,
+            cwd=NEUTRAL_FOLDER,
+            timeout=_RESOLVE_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise Build2CMakeError(
+            f"uv did not resolve {requirement} from {describe_sources(sources)} within "
+            f"{_RESOLVE_SECONDS} s"
+        ) from None
+    if log is not None:
+        # uv's own words, each line escaped: they quote what the index served.
+        for line in (result.stdout + result.stderr).splitlines():
+            print(printable(line), file=log, flush=True)
+    return result
+
+
+def resolve_torch(
+    variant: HubVariant,
+    sources: PackageSources,
+    *,
+    python: str = sys.executable,
+    log: TextIO | None = None,
+) -> TorchRelease:
+    """The torch release uv installs for `variant` from `sources`, and its build: from the
+    release's local version (+cpu, +cu126, +rocm7.1), else, for a CUDA variant, from the CUDA
+    release its wheel requires. One error line, naming the releases that exist, when none does."""
+    requirement = _series(variant.torch)
+    result = _uv_compile(requirement, sources, python, deps=False, log=log)
+    if result.returncode != 0:
+        if "No solution found" in result.stderr:
+            raise Build2CMakeError(
+                f"no torch {variant.torch[0]}.{variant.torch[1]} release on "
+                f"{describe_sources(sources)}{existing_releases(sources)}"
+            )
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1].strip()
+        last = re.sub(r"^(?:error|cause): ", "", last)
+        raise Build2CMakeError(
+            f"uv could not resolve {requirement} from {describe_sources(sources)}: "
+            f"{printable(last)[:300]}"
+        )
+    pinned = re.search(r"^torch==(\S+)", result.stdout, re.MULTILINE)
+    if pinned is None:
+        raise Build2CMakeError(f"uv resolved {requirement} to no torch: {result.stdout[:200]!r}")
+    version = pinned[1]
+    local = _LOCAL_BUILD.search(version)
+    if local is not None:
+        if local[1] == "cpu":
+            return TorchRelease(version, "cpu")
+        if local[2] is not None:
+            return TorchRelease(version, "cuda", (int(local[2]), int(local[3])))
+        return TorchRelease(version, "rocm", (int(local[4]), int(local[5])))
+    if variant.backend != "cuda":
+        return TorchRelease(version, None)  # any build of torch builds a cpu or rocm variant
+    # PyPI's wheels carry no local version: the CUDA release shows in what the wheel requires.
+    # Where that does not resolve (an index without torch's dependencies), it is not known.
+    with_deps = _uv_compile(f"torch=={version}", sources, python, deps=True, log=log)
+    cuda = _CUDA_PIN.search(with_deps.stdout) if with_deps.returncode == 0 else None
+    if cuda is not None:
+        return TorchRelease(version, "cuda", (int(cuda[1]), int(cuda[2])))
+    return TorchRelease(version, "cpu" if with_deps.returncode == 0 else None)
+
+
+def check_torch_release(
+    variant: HubVariant,
+    sources: PackageSources,
+    *,
+    python: str = sys.executable,
+    log: TextIO | None = None,
+) -> TorchRelease:
+    """`variant`'s torch release, or one error line when the sources have none for it: no
+    release of its series, or (a CUDA variant) only a build for another CUDA release, which
+    would make another variant than the one named."""
+    release = resolve_torch(variant, sources, python=python, log=log)
+    if (
+        variant.backend == "cuda"
+        and release.backend == "cuda"
+        and release.toolkit is not None
+        and release.toolkit != variant.toolkit
+    ):
+        built = f"cu{release.toolkit[0]}{release.toolkit[1]}"
+        raise Build2CMakeError(
+            f"torch {release.version} (from {describe_sources(sources)}) is a CUDA "
+            f"{release.toolkit[0]}.{release.toolkit[1]} build, which makes "
+            f"torch{variant.torch[0]}.{variant.torch[1]}-{built} (kernels loads the variant "
+            f"named after torch's CUDA release); a {variant.backend_tag} build of torch "
+            f"{variant.torch[0]}.{variant.torch[1]} is on PyTorch's index: --index-url "
+            f"https://download.pytorch.org/whl/{variant.backend_tag}"
+        )
+    return release
+
+
+def existing_releases(sources: PackageSources, machine: str | None = None) -> str:
+    """'; the torch releases there: 2.15.0, 2.14.1, ...' (the newest of each series, newest
+    first) for Linux on this machine, from the index uv takes torch from and the --find-links
+    sources, read as PEP 503/691 pages (bounded); or why they could not be listed."""
+    arch = machine or platform.machine()
+    try:
+        names = _torch_files(sources)
+    except (OSError, ValueError, RecursionError, Build2CMakeError) as error:
+        return f" (the releases there could not be listed: {printable(str(error))[:200]})"
+    newest: dict[tuple[int, ...], tuple[tuple[int, ...], str]] = {}
+    for name in names:
+        match = _WHEEL.fullmatch(name)
+        if match is None or not _platform_fits(match[2], arch):
+            continue
+        version = match[1]
+        key = _release_key(version)
+        if key is None:
+            continue
+        series = key[:2]
+        if series not in newest or key > newest[series][0]:
+            newest[series] = (key, version)
+    if not newest:
+        return f"; it has no torch wheel for {arch} Linux"
+    shown = [newest[s][1] for s in sorted(newest, reverse=True)]
+    more = len(shown) - _SERIES_SHOWN
+    older = f" (and {more} older series)" if more > 0 else ""
+    return f"; the torch releases there: {', '.join(shown[:_SERIES_SHOWN])}{older}"
+
+
+def _release_key(version: str) -> tuple[int, ...] | None:
+    """2.14.1 -> (2, 14, 1); pre-releases and development builds (2.16.0rc1) are left out."""
+    public = version.split("+")[0]
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)*", public):
+        return None
+    return tuple(int(part) for part in public.split("."))
+
+
+def _platform_fits(tags: str, machine: str) -> bool:
+    """Whether a wheel's platform tags (manylinux_2_28_x86_64.manylinux2014_x86_64) include
+    Linux on `machine`."""
+    return any(
+        tag.endswith(f"_{machine}") and (tag.startswith(("manylinux", "linux_")))
+        for tag in tags.split(".")
+    )
+
+
+def _torch_files(sources: PackageSources) -> list[str]:
+    """The file names of torch on the sources, as uv sees them: the first index that has torch
+    (extra indexes before the main one, uv's first-index rule) and every --find-links source."""
+    names: list[str] = []
+    for link in sources.find_links:
+        names += _links_of(_absolute(link), package_page=False)
+    for index in [*sources.extra_index_urls, sources.index_url or PYPI_SIMPLE]:
+        found = _links_of(_absolute(index).rstrip("/") + "/torch/", package_page=True)
+        if found:
+            return names + found
+    return names
+
+
+def _links_of(where: str, *, package_page: bool) -> list[str]:
+    """The file names a simple-index page (PEP 691 JSON or PEP 503 HTML), a find-links page or
+    a local folder lists; [] for a package page the index does not have."""
+    path = where[len("file://") :] if where.startswith("file://") else where
+    if "://" not in path:
+        folder = Path(path)
+        if folder.is_dir() and not (package_page and (folder / "index.html").is_file()):
+            entries = []
+            for entry in os.scandir(folder):
+                entries.append(entry.name)
+                if len(entries) >= _FOLDER_ENTRY_LIMIT:
+                    break
+            return entries
+        page = folder / "index.html" if folder.is_dir() else folder
+        if not page.is_file():
+            return []
+        with open(page, "rb") as file:
+            body, kind = file.read(_LISTING_LIMIT + 1), "text/html"
+    else:
+        request = urllib.request.Request(
+            where, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=_LISTING_SECONDS) as answer:
+                body = answer.read(_LISTING_LIMIT + 1)
+                kind = answer.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as error:
+            if package_page and error.code == 404:
+                return []
+            raise
+    if len(body) > _LISTING_LIMIT:
+        raise Build2CMakeError(f"{where}: more than {_LISTING_LIMIT >> 20} MiB")
+    if "json" in kind:
+        page = json.loads(body)
+        files = page.get("files") if isinstance(page, dict) else None
+        if not isinstance(files, list):
+            raise ValueError(f"{where}: not a PEP 691 project page")
+        return [str(f.get("filename", "")) for f in files if isinstance(f, dict)]
+    text = body.decode("utf-8", "replace")
+    return [urllib.parse.unquote(href.rsplit("/", 1)[-1]) for href in _HREF.findall(text)]

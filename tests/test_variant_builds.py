@@ -4,17 +4,19 @@ variants built in uv environments from package indexes, loaded with `kernels`.""
 from __future__ import annotations
 
 import json
+import platform
 import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from build2cmake.variant_env import uv_program
-from tests.conftest import FIXTURES, run_cli
+from tests.conftest import FIXTURES, REPO, run_cli
 from tests.test_kernels_hub import copy_project, run_python
 
 pytestmark = pytest.mark.compile
@@ -169,7 +171,7 @@ def test_cpu_and_cuda_variants_from_package_indexes(tmp_path: Path) -> None:
         "torch2.14-cpu",  # torch 2.14.1, a CUDA 13.0 build: its CMake package needs CUDA 13.0
         "torch2.13-cu132",  # a CPU torch: the variant is named after nvcc 13.2 (from PyPI)
         "torch2.14-cu130",  # torch 2.14.1's own CUDA release, nvcc 13.0 from PyPI
-        "torch2.14-cu132",  # nvcc 13.2 for a CUDA 13.0 torch makes cu130: refused, others go on
+        "torch2.14-cu132",  # torch 2.14.1 is a CUDA 13.0 build: refused, the others go on
     ]
     command = [sys.executable, "-m", "build2cmake", "build", str(root / "build.toml"),
                "--variants", ",".join(variants), *LOCAL_SOURCES, "-j", "2"]  # fmt: skip
@@ -178,18 +180,16 @@ def test_cpu_and_cuda_variants_from_package_indexes(tmp_path: Path) -> None:
     assert result.returncode == 1, output[-5000:]
     for index, variant in enumerate(variants, 1):
         assert f"[{index}/5] {variant}: building" in result.stdout
+    # Known from the index before anything is downloaded: the CUDA release torch 2.14.1's wheel
+    # requires (cuda-toolkit==13.0.*).
     assert re.search(
-        r"torch2\.14-cu132: FAILED: the environment's torch and toolkit make "
-        r"torch214-cxx11-cu130-x86_64-linux, not torch214-cxx11-cu132-x86_64-linux; PyPI has "
-        r"one cuda build per torch release: .*--index-url https://download.pytorch.org/whl/cu132",
+        r"torch2\.14-cu132: FAILED: torch 2\.14\.1 \(from .*\) is a CUDA 13\.0 build, which "
+        r"makes torch2\.14-cu130 .*--index-url https://download.pytorch.org/whl/cu132",
         result.stdout,
     ), result.stdout
     build = root / "build"
-    # Named after torch's CUDA release, and the difference said after configuring, before any
-    # compile.
     refused_log = (build / "cmake-torch2.14-cu132.log").read_text()
-    assert "nvcc is CUDA 13.2, torch was built with CUDA 13.0" in refused_log
-    assert "Building CUDA object" not in refused_log
+    assert "uv pip install" not in refused_log and "Configuring" not in refused_log
     summary = result.stdout[result.stdout.index("variant  ") :].splitlines()
     rows = {line.split()[0]: line.split()[1:] for line in summary[1:-1]}
     assert summary[-1] == "4 of 5 variants built"
@@ -247,3 +247,78 @@ def test_no_isolation_builds_the_variant_this_environment_makes_and_refuses_othe
     (variant_dir,) = (root / "build").glob("torch2*-cpu-*")
     assert variant_dir.name.startswith("torch213-cxx11-cpu-")
     assert (root / "build" / "cmake-torch2.13-cpu.log").is_file()
+
+
+def newest_torch(sources: list[str]) -> str:
+    """The newest torch release the sources serve (PyPI by default), asked of uv as a build
+    would ask it: found when the test runs, not written here."""
+    result = subprocess.run(
+        [uv_program(), "pip", "compile", "-", "--no-header", "--no-annotate", "--no-deps",
+         "--python", sys.executable, *sources],
+        input="torch\n", capture_output=True, text=True, cwd="/", check=True,
+    )  # fmt: skip
+    match = re.search(r"^torch==([0-9]+\.[0-9]+\.[0-9]+)$", result.stdout, re.MULTILINE)
+    assert match, result.stdout
+    return match[1]
+
+
+CHECK_GEMM = """
+import importlib
+import torch
+from pathlib import Path
+from kernels import get_local_kernel
+k = get_local_kernel(Path({root!r}), backend="cpu")
+gemm_reference = importlib.import_module(k.__name__ + ".reference").gemm_reference
+g = torch.Generator().manual_seed(1)
+m, n, k_ = 96, 272, 512  # N a multiple of 16, not of 128: a part-full last block of b_scale
+a = (torch.randn(m, k_, generator=g) * 4).to(torch.float8_e4m3fn)
+b = (torch.randn(k_, n, generator=g) * 4).to(torch.float8_e4m3fn)
+a_scale = torch.exp(torch.randn(k_ // 128, m, generator=g))
+b_scale = torch.exp(torch.randn(k_ // 128, (n + 127) // 128, generator=g))
+out = k.gemm(a, b, a_scale, b_scale)
+ref = gemm_reference(a, b, a_scale, b_scale)
+error = ((out.double() - ref).norm() / ref.norm()).item()
+assert error < 1e-2, error  # bf16 output: ~2e-3
+print(torch.__version__.split("+")[0], Path(k.__file__).parent.name, f"{{error:.1e}}")
+"""
+
+
+def torch_runtime(tmp_path: Path, version: str) -> Path:
+    """A venv whose torch is `version` with everything it loads (a CUDA build of torch does not
+    import without its CUDA libraries), seeing this interpreter's packages (kernels)."""
+    venv = tmp_path / f"torch-{version}"
+    uv = uv_program()
+    subprocess.run([uv, "venv", "-q", "--system-site-packages", "--python", sys.executable,
+                    str(venv)], check=True)  # fmt: skip
+    subprocess.run([uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
+                    f"torch=={version}"], check=True, cwd="/")  # fmt: skip
+    return venv / "bin" / "python"
+
+
+@pytest.mark.variants
+@pytest.mark.skipif(not have_uv(), reason="no uv (pip install uv)")
+def test_gemm_cpu_variant_builds_against_the_newest_torch_the_index_serves(
+    tmp_path: Path,
+) -> None:
+    version = newest_torch([])
+    major, minor = version.split(".")[:2]
+    root = copy_project(REPO / "kernels" / "gemm", tmp_path / "gemm")
+    variant = f"torch{major}.{minor}-cpu"
+    started = time.monotonic()
+    result = run_cli("build", root / "build.toml", "--variants", variant, "-j", "2")
+    seconds = time.monotonic() - started
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    folder = f"torch{major}{minor}-cxx11-cpu-{platform.machine()}-linux"
+    assert (root / "build" / folder / "metadata.json").is_file()
+    log = (root / "build" / f"cmake-{variant}.log").read_text()
+    # The standard came from that torch's own files, whatever it is.
+    assert re.search(rf"sources compile as C\+\+[0-9]+, as torch {re.escape(version)} asks", log)
+    print(f"{variant} (torch {version}) built in {seconds:.0f} s")
+
+    python = torch_runtime(tmp_path, version)
+    check = textwrap.dedent(CHECK_GEMM.format(root=str(root)))
+    loaded = subprocess.run([str(python), "-c", check], capture_output=True, text=True,
+                            cwd="/", check=False)  # fmt: skip
+    assert loaded.returncode == 0, loaded.stdout + loaded.stderr
+    got_version, got_folder, _error = loaded.stdout.split()
+    assert (got_version, got_folder) == (version, folder)

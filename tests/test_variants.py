@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import platform
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from build2cmake import api, variant_builds
+from build2cmake import api, hub_variants, variant_builds
 from build2cmake.builder import fresh_cache_arguments
 from build2cmake.config import load_project
 from build2cmake.errors import Build2CMakeError
@@ -62,7 +64,8 @@ def test_variant_lists_drop_duplicates_and_keep_order() -> None:
 
 
 def test_required_set_is_upstreams_linux_list() -> None:
-    # nix-builder/build-variants.json (huggingface/kernels), x86_64-linux, without xpu.
+    # nix-builder/build-variants.json (huggingface/kernels at 8ac69fc, 2026-08-20), x86_64-linux,
+    # without xpu.
     assert [v.folder("x86_64") for v in required_variants("x86_64")] == [
         "torch212-cxx11-cpu-x86_64-linux",
         "torch212-cxx11-cu126-x86_64-linux",
@@ -78,6 +81,74 @@ def test_required_set_is_upstreams_linux_list() -> None:
         "torch213-cxx11-rocm72-x86_64-linux",
     ]
     assert {v.backend for v in required_variants("aarch64")} == {"cpu", "cuda"}
+
+
+def package_matrix() -> dict[str, dict[str, list[str]]]:
+    """The package's data file, read as plain JSON (not through hub_variants)."""
+    data = json.loads((Path(hub_variants.__file__).parent / hub_variants.MATRIX_FILE).read_text())
+    return data["build-variants"]
+
+
+def test_the_data_file_is_upstreams_matrix_with_the_commit_it_came_from() -> None:
+    matrix = hub_variants.upstream_matrix()
+    assert matrix.source["repository"] == "huggingface/kernels"
+    assert matrix.source["path"] == "nix-builder/build-variants.json"
+    assert re.fullmatch(r"[0-9a-f]{40}", matrix.source["commit"])
+    assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", matrix.source["committed"])
+    # Upstream's file as it is, every system and backend (darwin, metal, xpu) included.
+    assert {s: {b: list(n) for b, n in v.items()} for s, v in matrix.variants.items()} == (
+        package_matrix()
+    )
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_required_set_is_the_data_files_linux_part_for_the_backends_built(
+    machine: str,
+) -> None:
+    expected = sorted(
+        name
+        for backend, names in package_matrix()[f"{machine}-linux"].items()
+        if backend in ("cpu", "cuda", "rocm")
+        for name in names
+    )
+    assert sorted(v.folder(machine) for v in required_variants(machine)) == expected
+
+
+def test_list_variants_follows_the_matrix_it_is_given(project: Callable[[str], Path]) -> None:
+    # Upstream's next matrix (a release added, one dropped): list-variants follows the data, no
+    # table in the code.
+    names = {
+        "cpu": ["torch214-cxx11-cpu-x86_64-linux", "torch215-cxx11-cpu-x86_64-linux"],
+        "cuda": ["torch215-cxx11-cu132-x86_64-linux"],
+        "xpu": ["torch215-cxx11-xpu20261-x86_64-linux"],
+    }
+    text = json.dumps({"source": dict(hub_variants.upstream_matrix().source),
+                       "build-variants": {"x86_64-linux": names}})  # fmt: skip
+    matrix = hub_variants.read_matrix(text, "next.json")
+    project_ = api.validate(project("scale_add") / "build.toml")
+    got = project_variants(project_, machine="x86_64", matrix=matrix)
+    assert [v.spec for v in got] == ["torch2.14-cpu", "torch2.15-cpu", "torch2.15-cu132"]
+    with pytest.raises(Build2CMakeError, match=r"no Hub variant list for aarch64 \(upstream's has"):
+        required_variants("aarch64", matrix=matrix)
+    with pytest.raises(Build2CMakeError, match=r"broken\.json: not a build variant matrix"):
+        hub_variants.read_matrix('{"source": {}}', "broken.json")
+
+
+def test_list_variants_command_prints_the_data_files_matrix(
+    project: Callable[[str], Path],
+) -> None:
+    # scale_add declares cpu, cuda and rocm and no bounds: every x86_64 entry of those backends.
+    root = project("scale_add")
+    result = run_cli("list-variants", root / "build.toml", "--folders")
+    assert result.returncode == 0, result.stderr
+    machine = platform.machine()
+    expected = sorted(
+        name
+        for backend, names in package_matrix()[f"{machine}-linux"].items()
+        if backend in ("cpu", "cuda", "rocm")
+        for name in names
+    )
+    assert sorted(result.stdout.split()) == expected
 
 
 def edit_build_toml(root: Path, old: str, new: str) -> Path:

@@ -245,7 +245,7 @@ function(build2cmake_add_cuda_kernel extension target)
       "$<$<COMPILE_LANGUAGE:CUDA>:${gencode};${BUILD2CMAKE_CUDA_NVCC_FLAGS};${arg_CUDA_FLAGS}>")
     target_link_libraries(${target} PRIVATE CUDA::cudart)
     set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES OFF
-      CUDA_STANDARD ${BUILD2CMAKE_CXX_STANDARD} JOB_POOL_COMPILE build2cmake_cuda)
+      CUDA_STANDARD ${BUILD2CMAKE_STANDARD} JOB_POOL_COMPILE build2cmake_cuda)
     set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_GPU_ARCHS ${capabilities})
     message(STATUS "build2cmake: ${target} compiles CUDA for ${capabilities}")
   endif()

@@ -247,37 +247,13 @@ function(build2cmake_add_rocm_kernel extension target)
     target_compile_options(${target} PRIVATE
       "$<$<COMPILE_LANGUAGE:HIP>:${arch_flags};${BUILD2CMAKE_ROCM_HIP_OPTIONS};${BUILD2CMAKE_ROCM_OFFLOAD_FLAGS};${arg_HIP_FLAGS}>")
     target_link_libraries(${target} PRIVATE hip::host)
-    _build2cmake_hip_standard(standard)
     set_target_properties(${target} PROPERTIES HIP_ARCHITECTURES OFF
-      HIP_STANDARD ${standard} JOB_POOL_COMPILE build2cmake_hip)
+      HIP_STANDARD ${BUILD2CMAKE_HIP_STANDARD} JOB_POOL_COMPILE build2cmake_hip)
     set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_GPU_ARCHS ${archs})
     message(STATUS "build2cmake: ${target} compiles HIP for ${archs}")
     _build2cmake_check_rocm_libraries(${target} SOURCES ${arg_SOURCES}
       INCLUDES ${arg_INCLUDES} DEPENDS ${arg_DEPENDS})
   endif()
-endfunction()
-
-# The C++ standard of HIP sources: 17, whatever torch asks of C++ sources (20 from torch 2.12),
-# unless torch's own headers refuse it. kernel-builder sets only CXX_STANDARD, so its HIP sources
-# get the HIP compiler's default: gnu++17 for the clang of the ROCm it builds with (7.1, 7.2; so
-# for Debian's clang-21 with ROCm 6.4), and every torch it builds (<= 2.13) accepts that.
-# torch 2.14's ATen/ATen.h and torch/all.h stop with "C++20 or later compatible compiler is
-# required": then 20. Set explicitly because clang-15 (ROCm 5.x)
-# defaults to C++11, too old for torch's headers (and it crashes on torch 2.13's
-# c10/core/CachingDeviceAllocator.h in C++20 device compiles). A kernel whose HIP code needs
-# C++20 says so in its hip-flags, as it must for kernel-builder.
-function(_build2cmake_hip_standard out)
-  set(standard 17)
-  foreach(dir IN LISTS TORCH_INCLUDE_DIRS)
-    if(EXISTS "${dir}/ATen/ATen.h")
-      file(STRINGS "${dir}/ATen/ATen.h" demands REGEX "C\\+\\+20 or later")
-      if(demands)
-        set(standard 20)
-      endif()
-      break()
-    endif()
-  endforeach()
-  set(${out} ${standard} PARENT_SCOPE)
 endfunction()
 
 # The ROCm libraries of build2cmake_find_rocm.cmake (rocWMMA, hipBLASLt, rocThrust, ...) that a

@@ -336,6 +336,152 @@ macro(build2cmake_select_backend)
   endif()
 endmacro()
 
+# The C++ standard of every source, C++, CUDA and HIP alike, so that torch's headers and the
+# standard library see one standard in every translation unit: by default the one the installed
+# torch asks for, read from torch itself, so that a torch that raises it needs no change here.
+# That is the newest of what its CMake package declares (a cxx_std_NN compile feature on its
+# targets, as torch 2.15 declares; the CXX_STANDARD property, as torch 2.13 and 2.14 set) and
+# the least its headers accept (ATen/ATen.h and torch/all.h stop with #error below a __cplusplus
+# value); only when neither says anything, its version (kernel-builder's rule: C++20 from torch
+# 2.12, else C++17). BUILD2CMAKE_CXX_STANDARD overrides it.
+set(BUILD2CMAKE_CXX_STANDARD "" CACHE STRING
+  "C++ standard of the C++, CUDA and HIP sources: 17, 20, 23 or 26 (default: the one torch asks for)")
+
+# A standard as a year, so that standards compare as numbers (98 is 1998, 17 is 2017).
+function(_build2cmake_standard_year out standard)
+  if(standard GREATER_EQUAL 90)
+    math(EXPR year "1900 + ${standard}")
+  else()
+    math(EXPR year "2000 + ${standard}")
+  endif()
+  set(${out} ${year} PARENT_SCOPE)
+endfunction()
+
+# Sets `out_standard` to the standard torch asks for (17, 20, ...), `out_why` to where that was
+# read, and `out_floor` to the least standard its headers accept (0: they say nothing).
+function(_build2cmake_torch_standard out_standard out_why out_floor)
+  set(package 0)
+  set(package_why "")
+  foreach(target IN ITEMS torch torch_cpu c10)
+    if(NOT TARGET ${target})
+      continue()
+    endif()
+    get_target_property(features ${target} INTERFACE_COMPILE_FEATURES)
+    get_target_property(property ${target} CXX_STANDARD)
+    foreach(entry IN LISTS features property)
+      if(entry MATCHES "^cxx_std_([0-9]+)$")
+        set(said "its CMake package: compile feature ${entry} of ${target}")
+      elseif(entry MATCHES "^([0-9]+)$" AND entry STREQUAL property)
+        set(said "its CMake package: CXX_STANDARD ${entry} of ${target}")
+      else()
+        continue()
+      endif()
+      _build2cmake_standard_year(year ${CMAKE_MATCH_1})
+      if(year GREATER package)
+        set(package ${year})
+        set(package_why "${said}")
+      endif()
+    endforeach()
+  endforeach()
+  # A header's own check: a condition (its continued lines included) followed by #error, with
+  # `__cplusplus < YYYYMML` in it. Only the first 16 KiB: the check opens the header.
+  set(floor 0)
+  set(floor_why "")
+  foreach(dir IN LISTS TORCH_INCLUDE_DIRS)
+    foreach(header IN ITEMS ATen/ATen.h torch/all.h)
+      if(NOT EXISTS "${dir}/${header}")
+        continue()
+      endif()
+      file(READ "${dir}/${header}" text LIMIT 16384)
+      string(REGEX MATCHALL "#[ \t]*(el)?if[^\n]*(\\\\\n[^\n]*)*\n[ \t]*#[ \t]*error" checks "${text}")
+      foreach(check IN LISTS checks)
+        string(REGEX MATCHALL "__cplusplus[ \t]*<[ \t]*[0-9][0-9][0-9][0-9][0-9][0-9]L?" bounds "${check}")
+        foreach(bound IN LISTS bounds)
+          # The year of the value, rounded up to a standard's (every third year from 2011):
+          # a draft's value (202400L, C++26 in g++ 14) asks for the standard it drafts.
+          string(REGEX REPLACE ".*([0-9][0-9][0-9][0-9])[0-9][0-9]L?$" "\\1" year "${bound}")
+          math(EXPR year "${year} + (4 - ${year} % 3) % 3")
+          if(year GREATER floor)
+            set(floor ${year})
+            set(floor_why "its headers: ${header} needs ${bound}")
+            string(REGEX REPLACE "[ \t]*<[ \t]*" " >= " floor_why "${floor_why}")
+          endif()
+        endforeach()
+      endforeach()
+    endforeach()
+  endforeach()
+  if(package EQUAL 0 AND floor EQUAL 0)
+    if(BUILD2CMAKE_TORCH_VERSION VERSION_GREATER_EQUAL 2.12)
+      set(year 2020)
+    else()
+      set(year 2017)
+    endif()
+    set(why "from its version: neither its CMake package nor its headers name one, and kernel-builder compiles C++20 from torch 2.12")
+  elseif(package GREATER_EQUAL floor)
+    set(year ${package})
+    set(why "${package_why}")
+  else()
+    set(year ${floor})
+    set(why "${floor_why}")
+  endif()
+  math(EXPR standard "${year} % 100")
+  math(EXPR floor_standard "${floor} % 100")
+  if(floor EQUAL 0)
+    set(floor_standard 0)
+  endif()
+  set(${out_standard} ${standard} PARENT_SCOPE)
+  set(${out_why} "${why}" PARENT_SCOPE)
+  set(${out_floor} ${floor_standard} PARENT_SCOPE)
+endfunction()
+
+# Sets BUILD2CMAKE_STANDARD, the standard of C++ and CUDA sources, and BUILD2CMAKE_HIP_STANDARD,
+# that of HIP sources: BUILD2CMAKE_CXX_STANDARD for both when the user set it, else ASKED, the one
+# WHO asks for (SOURCE says where that was read), and for HIP the HIP value when given. Stops the
+# configure with one line when the user's is below FLOOR (the least WHO's headers accept) or when
+# a compiler of the build cannot compile its standard (as CMake knows that compiler's version:
+# CMAKE_<LANG>_COMPILE_FEATURES), rather than with a wall of errors from torch's headers.
+macro(build2cmake_use_standard asked who source)
+  cmake_parse_arguments(_b2c_std "" "FLOOR;HIP" "" ${ARGN})
+  set(BUILD2CMAKE_STANDARD "${asked}")
+  set(BUILD2CMAKE_HIP_STANDARD "${asked}")
+  if(_b2c_std_HIP)
+    set(BUILD2CMAKE_HIP_STANDARD "${_b2c_std_HIP}")
+  endif()
+  set(_b2c_std_why "as ${who} asks (${source})")
+  if(NOT BUILD2CMAKE_CXX_STANDARD STREQUAL "")
+    if(NOT BUILD2CMAKE_CXX_STANDARD MATCHES "^(17|20|23|26)$")
+      message(FATAL_ERROR "build2cmake: BUILD2CMAKE_CXX_STANDARD=${BUILD2CMAKE_CXX_STANDARD} is not a standard build2cmake compiles with: use 17, 20, 23 or 26, or leave it empty for C++${asked}, as ${who} asks (${source})")
+    endif()
+    _build2cmake_standard_year(_b2c_std_year ${BUILD2CMAKE_CXX_STANDARD})
+    if(_b2c_std_FLOOR)
+      _build2cmake_standard_year(_b2c_std_floor_year ${_b2c_std_FLOOR})
+      if(_b2c_std_year LESS _b2c_std_floor_year)
+        message(FATAL_ERROR "build2cmake: BUILD2CMAKE_CXX_STANDARD=${BUILD2CMAKE_CXX_STANDARD}, but ${who}'s headers stop below C++${_b2c_std_FLOOR}; use ${_b2c_std_FLOOR} or newer, or leave it empty for C++${asked} (${source})")
+      endif()
+    endif()
+    set(BUILD2CMAKE_STANDARD "${BUILD2CMAKE_CXX_STANDARD}")
+    set(BUILD2CMAKE_HIP_STANDARD "${BUILD2CMAKE_CXX_STANDARD}")
+    set(_b2c_std_why "from BUILD2CMAKE_CXX_STANDARD; ${who} asks for C++${asked} (${source})")
+  endif()
+  set(_b2c_std_hip "")
+  if(CMAKE_HIP_COMPILER_LOADED AND NOT BUILD2CMAKE_HIP_STANDARD STREQUAL BUILD2CMAKE_STANDARD)
+    set(_b2c_std_hip " (HIP sources: C++${BUILD2CMAKE_HIP_STANDARD}, the least ${who}'s headers accept)")
+  endif()
+  message(STATUS "build2cmake: sources compile as C++${BUILD2CMAKE_STANDARD}${_b2c_std_hip}, ${_b2c_std_why}")
+  foreach(_b2c_std_lang IN ITEMS CXX CUDA HIP)
+    set(_b2c_std_of "${BUILD2CMAKE_STANDARD}")
+    if(_b2c_std_lang STREQUAL "HIP")
+      set(_b2c_std_of "${BUILD2CMAKE_HIP_STANDARD}")
+    endif()
+    string(TOLOWER "${_b2c_std_lang}_std_${_b2c_std_of}" _b2c_std_feature)
+    if(CMAKE_${_b2c_std_lang}_COMPILER_LOADED
+       AND NOT _b2c_std_feature IN_LIST CMAKE_${_b2c_std_lang}_COMPILE_FEATURES)
+      build2cmake_define_hint(_b2c_std_hint BUILD2CMAKE_CXX_STANDARD "<17|20|23|26>")
+      message(FATAL_ERROR "build2cmake: the ${_b2c_std_lang} compiler ${CMAKE_${_b2c_std_lang}_COMPILER} (${CMAKE_${_b2c_std_lang}_COMPILER_ID} ${CMAKE_${_b2c_std_lang}_COMPILER_VERSION}) cannot compile C++${_b2c_std_of}, which this build needs ${_b2c_std_why}; use a compiler that can (CMAKE_${_b2c_std_lang}_COMPILER), or choose the standard with ${_b2c_std_hint}")
+    endif()
+  endforeach()
+endmacro()
+
 # Defines build2cmake::torch: torch's headers, its required flags and exactly the shared
 # libraries torch.utils.cpp_extension links (c10, torch, torch_cpu, and c10_cuda/torch_cuda or
 # c10_hip/torch_hip when torch was built for the selected backend). Not TORCH_LIBRARIES: with a
@@ -364,12 +510,17 @@ macro(build2cmake_find_torch)
       list(APPEND _b2c_torch_libs c10_hip torch_hip)
     endif()
   endif()
-  # The C++ standard torch itself was compiled with (its target says: 17 up to torch 2.12, 20
-  # from 2.13); headers and the standard library must see the same one.
-  get_target_property(BUILD2CMAKE_CXX_STANDARD torch CXX_STANDARD)
-  if(NOT BUILD2CMAKE_CXX_STANDARD OR BUILD2CMAKE_CXX_STANDARD LESS 17)
-    set(BUILD2CMAKE_CXX_STANDARD 17)
+  _build2cmake_torch_standard(_b2c_torch_standard _b2c_torch_why _b2c_torch_floor)
+  # HIP sources: the least torch's headers accept, never below 17. kernel-builder sets only
+  # CXX_STANDARD, so its HIP sources get the compiler's default (gnu++17 for the clang of every
+  # ROCm >= 6), and clang-15 (ROCm 5.x) crashes on torch 2.13's c10/core/CachingDeviceAllocator.h
+  # in C++20 device compiles; torch 2.14's headers and later accept nothing below C++20.
+  set(_b2c_hip_standard 17)
+  if(_b2c_torch_floor GREATER 17 AND _b2c_torch_floor LESS 90)
+    set(_b2c_hip_standard ${_b2c_torch_floor})
   endif()
+  build2cmake_use_standard(${_b2c_torch_standard} "torch ${BUILD2CMAKE_TORCH_VERSION}"
+    "${_b2c_torch_why}" FLOOR ${_b2c_torch_floor} HIP ${_b2c_hip_standard})
   # Beside libtorch: <prefix>/lib for pip's torch, the multiarch folder for Debian's
   # python3-torch/libtorch-dev (TORCH_INSTALL_PREFIX is /usr there).
   get_filename_component(_b2c_torch_libdir "${TORCH_LIBRARY}" DIRECTORY)
@@ -452,7 +603,7 @@ function(build2cmake_add_extension name)
   target_link_libraries(${name} PRIVATE build2cmake::torch)
   # Default symbol visibility, as torch.utils.cpp_extension builds: Python loads extension
   # modules RTLD_LOCAL, so two builds of a kernel do not bind to each other's symbols.
-  set_target_properties(${name} PROPERTIES CXX_STANDARD ${BUILD2CMAKE_CXX_STANDARD})
+  set_target_properties(${name} PROPERTIES CXX_STANDARD ${BUILD2CMAKE_STANDARD})
   # The backend's module may add what the bindings need (e.g. HIP headers and runtime).
   if(COMMAND build2cmake_configure_extension_${BUILD2CMAKE_SELECTED_BACKEND})
     cmake_language(CALL build2cmake_configure_extension_${BUILD2CMAKE_SELECTED_BACKEND} ${name})
@@ -504,7 +655,7 @@ function(build2cmake_kernel_common extension target)
     endif()
   endforeach()
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON
-    CXX_STANDARD ${BUILD2CMAKE_CXX_STANDARD})
+    CXX_STANDARD ${BUILD2CMAKE_STANDARD})
   target_link_libraries(${extension} PRIVATE ${target})
 endfunction()
 
