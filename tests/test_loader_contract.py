@@ -1,18 +1,23 @@
 """The `kernels` loader's contract, held where build2cmake decides (#49).
 
 python-depends: build.toml is held to the installed kernels package's own list (else to the copy
-build2cmake carries), so that nothing the loader refuses is built; kernels' own dependency check
-(its function, imported, not reimplemented) agrees on every verdict.
+build2cmake carries), so that nothing the loader refuses is built. metadata.json: every backend
+build2cmake builds (cpu, cuda, rocm, tvm-ffi, noarch) is checked with kernels' OWN arch and
+dependency checks (its functions, imported, not reimplemented), on the devices it targets and on
+others, the device made by telling torch what kernels asks it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,12 +26,14 @@ from build2cmake import loader_rules
 from build2cmake.builder import metadata_for
 from build2cmake.config import load_project
 from build2cmake.errors import BuildConfigErrors
-from tests.conftest import REPO, run_cli
+from tests.conftest import FIXTURES, REPO, requires_nvcc, requires_rocm_toolchain, run_cli
 
 python_deps = pytest.importorskip("kernels.python_deps")
 torch = pytest.importorskip("torch")
 
+from kernels._rust import Metadata  # noqa: E402
 from kernels.backends import CPU, CUDA, ROCm  # noqa: E402
+from kernels.validate import ArchValidator  # noqa: E402
 from packaging.version import Version  # noqa: E402
 
 # kernels' own list, as the loader holds it in memory.
@@ -54,6 +61,40 @@ def loader_verdict(name: str, depends: list[str], backend: str) -> str:
             assert "unsupported kernel dependency" in str(error), error
             refusals.append(str(error))
     return "; ".join(refusals) or "accepted"
+
+
+@contextlib.contextmanager
+def device(monkeypatch: pytest.MonkeyPatch, which: str) -> Iterator[None]:
+    """torch reports one device, as kernels' arch check asks it: "cuda 9.0" or "rocm gfx942"
+    (a ROCm device's arch with target features, as real devices report it)."""
+    kind, arch = which.split()
+    with monkeypatch.context() as patch:
+        patch.setattr(torch.cuda, "is_available", lambda: True)
+        if kind == "cuda":
+            major, minor = (int(part) for part in arch.split("."))
+            patch.setattr(torch.version, "cuda", "13.0")
+            patch.setattr(torch.version, "hip", None)
+            patch.setattr(torch.cuda, "get_device_capability", lambda device=None: (major, minor))
+        else:
+            patch.setattr(torch.version, "cuda", None)
+            patch.setattr(torch.version, "hip", "6.4")
+            patch.setattr(torch.cuda, "current_device", lambda: 0)
+            properties = SimpleNamespace(gcnArchName=f"{arch}:sramecc+:xnack-")
+            patch.setattr(torch.cuda, "get_device_properties", lambda device=None: properties)
+        yield
+
+
+def arch_accepted(monkeypatch: pytest.MonkeyPatch, variant: Path, which: str) -> bool:
+    """Whether kernels' own arch check (the loader's ArchValidator) accepts the variant's
+    metadata.json, read by kernels' own parser, on device `which`."""
+    metadata = Metadata.read_from_file(variant / "metadata.json")
+    with device(monkeypatch, which):
+        try:
+            ArchValidator().validate_metadata(metadata=metadata, variant=variant.name)
+        except RuntimeError as error:
+            assert "does not support the current device" in str(error), error
+            return False
+    return True
 
 
 def write_project(root: Path, general: str, tail: str = "[torch-noarch]\n") -> Path:
@@ -357,3 +398,223 @@ def test_the_carried_copy_names_its_source_and_matches_the_installed_kernels() -
         b: dict(n) for b, n in installed.backends.items()
     }
     assert sorted(installed.general) == KERNELS_GENERAL
+
+
+# -- metadata.json of every backend, through kernels' own checks -------------------------------
+
+
+def build(build_toml: Path, *args: str) -> Path:
+    """`build2cmake build`; the variant folder it reports."""
+    result = run_cli("build", build_toml, *args)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    line = result.stdout.strip().splitlines()[-1]
+    assert line.startswith("built "), line
+    return build_toml.parent / line.split()[1]
+
+
+def build_noarch(tmp_path: Path, backend: str, archs_key: str, archs: list[str]) -> Path:
+    build_toml = write_project(
+        tmp_path / "noarch",
+        '[general]\nname = "dep-kernel"\nversion = 1\nedition = 5\nlicense = "MIT"\n'
+        'backends = ["cpu", "cuda", "rocm"]\npython-depends = ["einops"]\n'
+        '[general.cuda]\npython-depends = ["nvidia-cutlass-dsl"]\n',
+        f"[torch-noarch]\n{archs_key} = {json.dumps(archs)}\n",
+    )
+    return build(build_toml, "--backend", backend)
+
+
+@pytest.mark.parametrize(
+    ("archs", "accepted", "refused"),
+    [
+        (["9.0a"], ["cuda 9.0"], ["cuda 8.0", "cuda 10.0", "cuda 12.0"]),
+        (["10.0f"], ["cuda 10.0", "cuda 10.3"], ["cuda 9.0", "cuda 12.0"]),
+        (["8.0", "9.0+PTX"], ["cuda 8.0", "cuda 8.6", "cuda 9.0", "cuda 12.0"], ["cuda 7.5"]),
+    ],
+)
+def test_noarch_cuda_metadata_passes_kernels_arch_check_on_its_devices_only(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    archs: list[str],
+    accepted: list[str],
+    refused: list[str],
+) -> None:
+    variant = build_noarch(tmp_path, "cuda", "cuda-capabilities", archs)
+    assert variant.name == "torch-cuda"
+    metadata = json.loads((variant / "metadata.json").read_text())
+    assert metadata["backend"] == {"type": "cuda", "archs": archs}
+    assert loader_verdict("dep-kernel", metadata["python-depends"], "cuda") == "accepted"
+    assert "nvidia-cutlass-dsl" in loader_verdict("dep-kernel", metadata["python-depends"], "rocm")
+    for which in accepted:
+        assert arch_accepted(monkeypatch, variant, which), which
+    for which in refused:
+        assert not arch_accepted(monkeypatch, variant, which), which
+
+
+def test_noarch_rocm_metadata_declares_archs_as_kernels_compares_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rocm-archs may carry target features; kernels compares the device's arch without them,
+    # so metadata.json declares the processor alone (with the features, no device matched).
+    variant = build_noarch(
+        tmp_path, "rocm", "rocm-archs", ["gfx942:sramecc+:xnack-", "gfx942", "gfx90a:xnack+"]
+    )
+    metadata = json.loads((variant / "metadata.json").read_text())
+    assert metadata["backend"] == {"type": "rocm", "archs": ["gfx942", "gfx90a"]}
+    assert metadata["python-depends"] == ["einops"]
+    assert loader_verdict("dep-kernel", metadata["python-depends"], "rocm") == "accepted"
+    assert arch_accepted(monkeypatch, variant, "rocm gfx942")
+    assert arch_accepted(monkeypatch, variant, "rocm gfx90a")
+    assert not arch_accepted(monkeypatch, variant, "rocm gfx1100")
+    assert not arch_accepted(monkeypatch, variant, "rocm gfx950")
+    # Declared as written, the loader would refuse the very device the build.toml names.
+    metadata["backend"]["archs"] = ["gfx942:sramecc+:xnack-"]
+    (variant / "metadata.json").write_text(json.dumps(metadata))
+    assert not arch_accepted(monkeypatch, variant, "rocm gfx942")
+
+
+def test_noarch_cpu_and_universal_metadata_pass_kernels_checks_everywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    variant = build_noarch(tmp_path, "cpu", "cuda-capabilities", ["9.0a"])
+    universal = build(
+        write_project(
+            tmp_path / "universal",
+            '[general]\nname = "dep-kernel"\nuniversal = true\nversion = 1\n'
+            'python-depends = ["einops", "tvm-ffi"]\n',
+            "",
+        )
+    )
+    assert universal.name == "torch-universal"
+    for built in (variant, universal):
+        metadata = json.loads((built / "metadata.json").read_text())
+        assert "archs" not in metadata["backend"]
+        for backend in LOADER_BACKENDS:
+            assert loader_verdict("dep-kernel", metadata["python-depends"], backend) == "accepted"
+        for which in ("cuda 7.5", "cuda 12.0", "rocm gfx1100"):
+            assert arch_accepted(monkeypatch, built, which)
+
+
+# Compiled variants: each built once per module (copies of the fixtures with python-depends).
+
+
+@pytest.fixture(scope="module")
+def scale_add(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("loader") / "scale_add"
+    shutil.copytree(FIXTURES / "scale_add", root)
+    text = (root / "build.toml").read_text()
+    text = text.replace(
+        "version = 1\n",
+        'version = 1\npython-depends = ["einops"]\n\n'
+        '[general.cuda]\npython-depends = ["nvidia-cutlass-dsl"]\n',
+        1,
+    )
+    (root / "build.toml").write_text(text)
+    return root / "build.toml"
+
+
+@pytest.fixture(scope="module")
+def relu_tvm_ffi(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("loader") / "relu_tvm_ffi"
+    shutil.copytree(FIXTURES / "relu_tvm_ffi", root)
+    text = (root / "build.toml").read_text()
+    text = text.replace(
+        'backends = ["cpu", "cuda"]\n', 'backends = ["cpu", "cuda"]\npython-depends = ["tvm-ffi"]\n'
+    )
+    (root / "build.toml").write_text(text)
+    return root / "build.toml"
+
+
+_BUILT: dict[tuple[Path, str], Path] = {}
+
+
+def built(build_toml: Path, backend: str) -> Path:
+    """The variant of `backend`, built the first time a test asks for it."""
+    if (build_toml, backend) not in _BUILT:
+        _BUILT[build_toml, backend] = build(build_toml, "--backend", backend, "-j", "2")
+    return _BUILT[build_toml, backend]
+
+
+def check_compiled(
+    monkeypatch: pytest.MonkeyPatch,
+    variant: Path,
+    backend: str,
+    depends: list[str],
+    accepted: list[str],
+    refused: list[str],
+) -> None:
+    metadata = Metadata.read_from_file(variant / "metadata.json")
+    assert list(metadata.python_depends) == depends
+    assert loader_verdict(str(metadata.name), depends, backend) == "accepted"
+    for which in accepted:
+        assert arch_accepted(monkeypatch, variant, which), which
+    for which in refused:
+        assert not arch_accepted(monkeypatch, variant, which), which
+
+
+@pytest.mark.compile
+def test_compiled_cpu_metadata_passes_kernels_checks(
+    scale_add: Path, relu_tvm_ffi: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for build_toml, depends in ((scale_add, ["einops"]), (relu_tvm_ffi, ["tvm-ffi"])):
+        variant = built(build_toml, "cpu")
+        assert json.loads((variant / "metadata.json").read_text())["backend"] == {"type": "cpu"}
+        check_compiled(monkeypatch, variant, "cpu", depends, ["cuda 9.0", "rocm gfx942"], [])
+
+
+@pytest.mark.compile
+@pytest.mark.cuda
+@requires_nvcc
+def test_compiled_cuda_metadata_passes_kernels_checks_on_its_devices_only(
+    scale_add: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ops_cuda: cuda-capabilities = ["8.0+PTX", "9.0a"]: SASS for 8.0 and 9.0a, PTX of 8.0.
+    variant = built(scale_add, "cuda")
+    metadata = json.loads((variant / "metadata.json").read_text())
+    assert metadata["backend"] == {"type": "cuda", "archs": ["8.0+PTX", "9.0a"]}
+    check_compiled(
+        monkeypatch,
+        variant,
+        "cuda",
+        ["einops", "nvidia-cutlass-dsl"],
+        ["cuda 8.0", "cuda 8.6", "cuda 9.0", "cuda 10.0", "cuda 12.0"],
+        ["cuda 7.5"],
+    )
+    assert "nvidia-cutlass-dsl" in loader_verdict("scale-add", metadata["python-depends"], "cpu")
+
+
+@pytest.mark.compile
+@pytest.mark.cuda
+@requires_nvcc
+def test_compiled_tvm_ffi_cuda_metadata_passes_kernels_checks_on_its_devices_only(
+    relu_tvm_ffi: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # relu_cuda: cuda-capabilities = ["8.0", "9.0"], no PTX: each runs on its own major only.
+    variant = built(relu_tvm_ffi, "cuda")
+    assert json.loads((variant / "metadata.json").read_text())["backend"]["archs"] == ["8.0", "9.0"]
+    check_compiled(
+        monkeypatch,
+        variant,
+        "cuda",
+        ["tvm-ffi"],
+        ["cuda 8.0", "cuda 8.9", "cuda 9.0"],
+        ["cuda 7.5", "cuda 10.0", "cuda 12.0"],
+    )
+
+
+@pytest.mark.compile
+@pytest.mark.rocm
+@requires_rocm_toolchain
+def test_compiled_rocm_metadata_passes_kernels_checks_on_its_devices_only(
+    scale_add: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    variant = built(scale_add, "rocm")
+    metadata = json.loads((variant / "metadata.json").read_text())
+    assert metadata["backend"] == {"type": "rocm", "archs": ["gfx90a", "gfx940"]}
+    check_compiled(
+        monkeypatch,
+        variant,
+        "rocm",
+        ["einops"],
+        ["rocm gfx90a", "rocm gfx940"],
+        ["rocm gfx942", "rocm gfx1100"],
+    )
