@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-import importlib.util
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -220,10 +220,12 @@ def installed_list() -> PythonDependencies | str:
     is none to use (not installed, no such file, unreadable, malformed). Nothing of kernels
     runs: its package folder is found without importing it."""
     try:
-        spec = importlib.util.find_spec("kernels")
+        spec = find_spec("kernels")
     except (ImportError, ValueError) as error:
         return f"kernels cannot be imported here ({printable(str(error))[:200]})"
-    if spec is None:
+    if spec is None or spec.origin is None:
+        # (No origin: a namespace package, a folder named kernels without __init__.py on the
+        # path, such as this repository's own kernels/ when run from its root.)
         return "kernels is not importable here"
     folders = [Path(p) for p in spec.submodule_search_locations or ()]
     if not folders:

@@ -10,6 +10,7 @@ others, the device made by telling torch what kernels asks it.
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
 import json
 import os
 import shutil
@@ -318,6 +319,18 @@ def test_the_carried_copy_is_used_when_kernels_cannot_be_imported(tmp_path: Path
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
     assert f"({fake}) has no python_depends.json)" in refused.stderr
     assert run_validate(einops, pythonpath=fake.parent).returncode == 0
+
+
+def test_a_folder_named_kernels_is_no_kernels_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A folder named kernels without __init__.py on the path (this repository's own kernels/,
+    # from its root, where kernels is not installed) is what import finds: a namespace package.
+    (tmp_path / "kernels").mkdir()
+    spec = importlib.machinery.PathFinder.find_spec("kernels", [str(tmp_path)])
+    assert spec is not None and spec.submodule_search_locations is not None
+    monkeypatch.setattr(loader_rules, "find_spec", lambda name: spec)
+    assert loader_rules.installed_list() == "kernels is not importable here"
 
 
 def test_the_installed_list_is_the_one_build_toml_is_held_to(tmp_path: Path) -> None:
