@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TextIO
 
-from build2cmake import digest, dist_jobs, folder_marks, offload
+from build2cmake import digest, dist_jobs, folder_marks, loader_rules, offload
 from build2cmake import provenance as build_provenance
 from build2cmake.errors import Build2CMakeError, WriteRefusedError, printable
 from build2cmake.fileset import content_hash
@@ -456,7 +456,9 @@ def metadata_for(
     """
     backend_info: dict[str, object] = {"type": backend}
     if archs:
-        backend_info["archs"] = list(archs)
+        # In the form kernels' arch check compares (a [torch-noarch] rocm-archs entry may
+        # carry target features, which would never match the device's arch).
+        backend_info["archs"] = loader_rules.metadata_archs(backend, archs)
     metadata: dict[str, object] = {
         "id": extension,
         # kernels' names are lowercase letters, digits and dashes; it maps them back to the

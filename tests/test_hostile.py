@@ -168,7 +168,7 @@ def valid_projects(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         general["license"] = draw(st.sampled_from(["Apache-2.0", "MIT", "BSD-3-Clause"]))
     if draw(st.booleans()):
-        depends = st.lists(st.sampled_from(["einops", "numpy"]), unique=True)
+        depends = st.lists(st.sampled_from(["einops", "helion", "tvm-ffi"]), unique=True)
         general["python-depends"] = draw(depends)
     document: dict[str, Any] = {
         "general": general,

@@ -131,6 +131,17 @@ def to_edition5(
                     general["cuda"] = _new_table(document, "general", general, inline=inline)
                 general["cuda"][new] = general[old]
                 del general[old]
+        # v2 read a backend's own dependency (nvidia-cutlass-dsl) from [general]; edition 5
+        # lists it in that backend's table, where kernel-builder looks for it.
+        if project.backend_python_depends:
+            if project.python_depends:
+                general["python-depends"] = list(project.python_depends)
+            else:
+                del general["python-depends"]
+            for backend, names in project.backend_python_depends:
+                if backend not in general:
+                    general[backend] = _new_table(document, "general", general, inline=inline)
+                general[backend]["python-depends"] = list(names)
     general.pop("universal", None)
     if "version" not in general:
         general["version"] = project.version if project.version is not None else 1

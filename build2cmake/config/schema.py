@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
+from build2cmake import loader_rules
 from build2cmake.archs import cuda_capability_problem, did_you_mean, rocm_arch_problem
 from build2cmake.config.flags import flag_problem
 from build2cmake.errors import BuildConfigError, printable
@@ -245,6 +246,25 @@ class Reader:
                     "letters, digits, '.', '_' and '-')",
                 )
         return tuple(names)
+
+    def python_depends(
+        self, value: Any, key: str, backend: str | None = None, *, any_backend: bool = False
+    ) -> tuple[str, ...]:
+        """python-depends: names the `kernels` loader accepts (its own list, see loader_rules):
+        `backend` None for [general] (names for every backend), else [general.<backend>] (that
+        backend's names). `any_backend`: a format without per-backend tables, where a name of
+        one backend's list stands in [general] too (see PythonDependencies.split)."""
+        names = self.requirement_list(value, key)
+        rules = loader_rules.python_dependencies()
+        for i, name in enumerate(names):
+            if not _REQUIREMENT_NAME.fullmatch(name):
+                continue  # requirement_list said why
+            if any_backend and rules.backends_of(name):
+                continue
+            why = rules.problem(name, backend)
+            if why is not None:
+                self.fail(f"{key}[{i}]", why)
+        return names
 
     def depends(self, value: Any, key: str) -> tuple[str, ...]:
         names = self.str_list(value, key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -116,7 +117,9 @@ def backend_tables(
         where = f"[general.{backend}]"
         r.check_keys(data, keys, where)
         found[backend] = data
-        deps = r.get(data, "python-depends", where, r.requirement_list)
+        deps = r.get(
+            data, "python-depends", where, functools.partial(r.python_depends, backend=backend)
+        )
         if deps:
             python.append((backend, deps))
         kernel_deps = r.get(data, "kernel-depends", where, r.kernel_depends)

@@ -6,10 +6,12 @@ kernel for every backend of that time.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from build2cmake import loader_rules
 from build2cmake.config import sections
 from build2cmake.config.schema import KERNEL_KEYS, Keys, KeySpec, Reader
 from build2cmake.model import Noarch, Project
@@ -24,7 +26,9 @@ GENERAL_KEYS: Keys = {
     "universal": KeySpec("bool", doc="a pure-Python kernel with nothing to compile"),
     "cuda-minver": KeySpec("version", doc="oldest CUDA toolkit"),
     "cuda-maxver": KeySpec("version", doc="newest CUDA toolkit"),
-    "python-depends": KeySpec("str-list", doc="Python packages the kernel needs"),
+    # v2 has no per-backend tables: a name of one backend's list (kernel-builder's v2 took
+    # nvidia-cutlass-dsl here) is read as that backend's.
+    "python-depends": KeySpec("str-list", doc="Python dependencies the kernels loader accepts"),
     "hub": KeySpec("table", doc="Hub repository"),
     # build2cmake's own files of this format also wrote these two.
     "version": KeySpec("int", doc="major version of the kernel"),
@@ -46,6 +50,15 @@ def read(data: Mapping[str, Any], build_toml: Path) -> Project:
     name = sections.package_name(r, general, hub_rule=False)
     repo_id, branch = sections.hub(r, general)
     universal = r.get(general, "universal", "[general]", r.boolean) or False
+    python_depends, backend_python_depends = loader_rules.python_dependencies().split(
+        r.get(
+            general,
+            "python-depends",
+            "[general]",
+            functools.partial(r.python_depends, any_backend=True),
+        )
+        or ()
+    )
     found = sections.kernels(r, data, LEGACY_BACKENDS, KERNEL_KEYS)
     torch = None
     if "torch" in data:
@@ -85,7 +98,8 @@ def read(data: Mapping[str, Any], build_toml: Path) -> Project:
         license=r.get(general, "license", "[general]", r.string),
         hub_repo_id=repo_id,
         hub_branch=branch,
-        python_depends=r.get(general, "python-depends", "[general]", r.requirement_list) or (),
+        python_depends=python_depends,
+        backend_python_depends=backend_python_depends,
         cuda_minver=r.get(general, "cuda-minver", "[general]", r.version),
         cuda_maxver=r.get(general, "cuda-maxver", "[general]", r.version),
     )

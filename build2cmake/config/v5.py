@@ -20,7 +20,7 @@ GENERAL_KEYS: Keys = {
     "backends": KeySpec("str-list", required=True, doc="backends the kernel supports"),
     "upstream": KeySpec("str", doc="git URL of the project the kernel comes from"),
     "source": KeySpec("str", doc="git URL of this kernel's source"),
-    "python-depends": KeySpec("str-list", doc="Python packages every backend needs"),
+    "python-depends": KeySpec("str-list", doc="kernels loader dependencies, every backend"),
     "kernel-depends": KeySpec("any", doc="Hub kernels this kernel needs"),
     "hub": KeySpec("table", doc="Hub repository"),
     "cuda": KeySpec("table", doc="CUDA toolkit bounds and CUDA-only dependencies"),
@@ -29,7 +29,7 @@ GENERAL_KEYS: Keys = {
     "xpu": KeySpec("table", doc="XPU-only dependencies"),
 }
 _DEPENDS: Keys = {
-    "python-depends": KeySpec("str-list", doc="Python packages this backend needs"),
+    "python-depends": KeySpec("str-list", doc="kernels loader dependencies of this backend"),
     "kernel-depends": KeySpec("any", doc="Hub kernels this backend needs"),
 }
 BACKEND_TABLES: Mapping[str, Keys] = {
@@ -131,7 +131,7 @@ def read_editioned(
         source=r.get(general, "source", "[general]", r.git_url),
         hub_repo_id=repo_id,
         hub_branch=branch,
-        python_depends=r.get(general, "python-depends", "[general]", r.requirement_list) or (),
+        python_depends=r.get(general, "python-depends", "[general]", r.python_depends) or (),
         backend_python_depends=backend_python,
         kernel_depends=r.get(general, "kernel-depends", "[general]", r.kernel_depends) or (),
         backend_kernel_depends=backend_kernels,
