@@ -135,6 +135,14 @@ def owned_variants(folder: ProjectFolder) -> tuple[list[str], list[str]]:
     return owned, warnings
 
 
+def rerecord_variant(folder: ProjectFolder, variant: str, metadata_bytes: bytes) -> None:
+    """Record `metadata_bytes` as the metadata.json of a variant `build` made, after `hash`
+    rewrote it (so the folder stays one build2cmake made: replaced and cleaned as before)."""
+    record, _ = read_record(folder)
+    record[variant] = content_hash(metadata_bytes)
+    _write_record(folder, record)
+
+
 def _write_record(folder: ProjectFolder, record: dict[str, str]) -> None:
     if not record:
         folder.unlink(VARIANTS_RECORD)
