@@ -400,11 +400,14 @@ def _add_doctor(commands: Commands) -> None:
         "command that fixes it. Exit 0 when everything build.toml needs is here, 1 otherwise.",
     )
     doc.set_defaults(runner="doctor")
-    doc.add_argument("build_toml", type=Path, nargs="?", metavar="BUILD_TOML")
+    doc.add_argument(
+        "build_toml", type=Path, nargs="?", metavar="BUILD_TOML", help="or the project's folder"
+    )
 
 
 def _run_doctor(args: argparse.Namespace) -> int:
-    diagnosis = doctor.diagnose(args.build_toml)
+    build_toml = None if args.build_toml is None else api.build_toml_of(args.build_toml)
+    diagnosis = doctor.diagnose(build_toml)
     _out(*diagnosis.lines)
     return 0 if diagnosis.ok else 1
 
@@ -550,9 +553,7 @@ def _add_test(commands: Commands) -> None:
         "Exits with pytest's status.",
     )
     tst.set_defaults(runner="test")
-    tst.add_argument(
-        "build_toml", type=Path, nargs="?", default=Path("build.toml"), metavar="BUILD_TOML"
-    )
+    _project_argument(tst)
     tst.add_argument("--variant", metavar="V", help="test this existing build/<V>/ folder")
     tst.add_argument("--ops-id", metavar="ID", help="as for build")
     tst.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE")
@@ -561,7 +562,7 @@ def _add_test(commands: Commands) -> None:
 
 def _run_test(args: argparse.Namespace) -> int:
     status = api.run_kernel_tests(
-        args.build_toml,
+        api.build_toml_of(args.build_toml),
         variant=args.variant,
         ops_id=args.ops_id,
         defines=tuple(args.defines),
