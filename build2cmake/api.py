@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -11,13 +12,23 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TextIO
 
-from build2cmake import builder, card, checks, ci, kernel_tests, publish, variant_builds
+from build2cmake import (
+    builder,
+    card,
+    checks,
+    ci,
+    kernel_tests,
+    publish,
+    variant_builds,
+    variant_digests,
+)
 from build2cmake import init as project_init
+from build2cmake import lock as kernel_lock
 from build2cmake.bounded import walk_files
 from build2cmake.builder import BuildReport
 from build2cmake.config import CURRENT_FORMAT, load_project, read_bytes
 from build2cmake.config.migrate import rewrite
-from build2cmake.errors import Build2CMakeError, BuildConfigError
+from build2cmake.errors import Build2CMakeError, BuildConfigError, printable
 from build2cmake.fileset import (
     MANIFEST_NAME,
     Manifest,
@@ -422,6 +433,7 @@ def _build(
     check_build_arguments(defines, jobs)
     target = checked_target(build_toml.parent)
     _checked_request(project, build_toml, backend, ops_id)
+    lock_note = checked_lock(project, build_toml)
     extension_for = _extensions(project, ops_id or default_ops_id(build_toml, project))
     with ProjectFolder(target) as folder, folder.locked():
         report = _generate_locked(project, build_toml, folder, force, backend, ops_id)
@@ -435,6 +447,8 @@ def _build(
             force=force,
             allow_toolkit_mismatch=allow_toolkit_mismatch,
         )
+    if lock_note is not None:
+        report = dataclasses.replace(report, warnings=(*report.warnings, lock_note))
     return report, built
 
 
@@ -476,6 +490,9 @@ def build_variants(
     check_build_arguments(defines, jobs, concurrent)
     check_ops_id(ops_id)
     project = load_project(build_toml)
+    lock_note = checked_lock(project, build_toml)
+    if lock_note is not None:
+        print(printable(f"build2cmake: warning: {lock_note}"), file=sys.stderr, flush=True)
     chosen = project_variants(project) if variants is None else variants
     if not chosen:
         raise Build2CMakeError(
@@ -856,6 +873,8 @@ class UploadPlan:
     dirty: tuple[str, ...] = ()
     # What the user should know and need not fix (the card read from an older place).
     notes: tuple[str, ...] = ()
+    # Why build.toml's kernel-depends are not pinned (no kernels.lock yet), if so.
+    lock_note: str | None = None
 
 
 def write_upload_summary(output: Path, outcome: publish.UploadOutcome) -> None:
@@ -881,6 +900,7 @@ def plan_upload(
     """Check build/ against build.toml (refusing a stale build) and list what goes where."""
     project = load_project(build_toml)
     project_dir = build_toml.parent
+    lock_note = checked_lock(project, build_toml)
     chosen_repo = repo_id or project.hub_repo_id
     if chosen_repo is None:
         raise BuildConfigError(
@@ -907,4 +927,90 @@ def plan_upload(
     dirty = publish.dirty_variants(project, project_dir)
     _, card_note = publish.built_card(project_dir)
     notes = () if card_note is None else (card_note,)
-    return UploadPlan(request, project_dir, tuple(variants), tuple(operations), tuple(dirty), notes)
+    return UploadPlan(
+        request,
+        project_dir,
+        tuple(variants),
+        tuple(operations),
+        tuple(dirty),
+        notes=notes,
+        lock_note=lock_note,
+    )
+
+
+# -- kernel-builder's commands and `lock` ---------------------------------------------------------
+
+
+def build_toml_of(path: Path) -> Path:
+    """A project named as kernel-builder names it (KERNEL_DIR) or as build2cmake does
+    (BUILD_TOML): a folder stands for the build.toml inside it."""
+    return path / "build.toml" if path.is_dir() else path
+
+
+def checked_lock(project: Project, build_toml: Path) -> str | None:
+    """What `build` and `upload` do with kernels.lock: refuse one that is malformed or no longer
+    matches build.toml's kernel-depends (one error, saying to run `build2cmake lock`); the note
+    to show when build.toml has kernel-depends and no lock yet."""
+    kernel_lock.check_lock(project, build_toml.parent)
+    return kernel_lock.unlocked_note(project, build_toml.parent)
+
+
+def lock(build_toml: Path, *, force: bool = False) -> kernel_lock.LockReport:
+    """`build2cmake lock`: resolve build.toml's kernel-depends through the Hub to commits and
+    snapshot hashes, and write kernels.lock beside build.toml (kernels-data's NixKernelLocks)."""
+    project = load_project(build_toml)
+    project_dir = build_toml.parent
+    path = kernel_lock.lock_path(project_dir)
+    if not force and os.path.lexists(path):
+        # Refused before anything is downloaded (write_lock checks again when it writes).
+        try:
+            kernel_lock.read_lock(project_dir)
+        except Build2CMakeError as error:
+            raise Build2CMakeError(
+                f"{path}: exists and is not a kernels.lock this command writes ({error}); move "
+                "it away, or pass --force to replace it"
+            ) from None
+    dependencies = kernel_lock.project_dependencies(project)
+    if not dependencies and not os.path.lexists(path):
+        return kernel_lock.LockReport(path, (), False)
+    entries = tuple(kernel_lock.resolve(dependencies))
+    written = kernel_lock.write_lock(project_dir, kernel_lock.render(entries), force=force)
+    return kernel_lock.LockReport(path, entries, written)
+
+
+def hash_variants(build_toml: Path) -> list[variant_digests.HashResult]:
+    """kernel-builder's `hash`: each build/<variant>/'s digest recomputed into its
+    metadata.json."""
+    return variant_digests.hash_variants(_project_folder(build_toml))
+
+
+def check_builds(build_toml: Path) -> list[variant_digests.BuildCheck]:
+    """kernel-builder's `check-builds`: each build/<variant>/metadata.json parses as the loader
+    parses it, and its digest matches the files."""
+    return variant_digests.check_builds(_project_folder(build_toml))
+
+
+def _project_folder(build_toml: Path) -> Path:
+    if not build_toml.is_file():
+        raise Build2CMakeError(
+            f"{build_toml}: no such build.toml; name the project's folder or its build.toml"
+        )
+    return build_toml.parent
+
+
+def fill_card(build_toml: Path) -> str:
+    """kernel-builder's `fill-card`: the project's CARD.md filled in, as `build` writes it."""
+    project = load_project(build_toml)
+    content = card.render_card(project, build_toml.parent)
+    if content is None:
+        raise Build2CMakeError(
+            f"{build_toml.parent / card.CARD_NAME}: missing; the card is filled in from it "
+            "(`build2cmake init` writes one)"
+        )
+    return content
+
+
+def write_filled_card(output: Path, content: str) -> None:
+    """Write `fill-card`'s OUTPUT through safefs (from the current folder, no symlinked folder on
+    the way; a link at its name is replaced, never followed)."""
+    write_user_file(output, content.encode("utf-8", "replace"), [Path.cwd()])

@@ -205,6 +205,21 @@ def retire_variants(folder: ProjectFolder, names: Sequence[str]) -> None:
     write_record(folder, record)
 
 
+def rewrite_metadata(folder: ProjectFolder, variant: str, content: bytes, *, owned: bool) -> None:
+    """Replace build/<variant>/metadata.json with `content` (kernel-builder's `hash`). For a
+    variant `build` made, the record lists the old hash and the new one while the file is
+    replaced, then the new one alone: a kill at any point leaves it recorded as build's."""
+    record, _ = read_record(folder)
+    if owned:
+        old = record.variants.get(variant, ())
+        record.variants[variant] = (*old[-1:], content_hash(content))
+        write_record(folder, record)
+    folder.write_atomic(f"build/{variant}/metadata.json", content)
+    if owned:
+        record.variants[variant] = (content_hash(content),)
+        write_record(folder, record)
+
+
 def write_record(folder: ProjectFolder, record: VariantsRecord) -> None:
     """Write `record` (atomically), or remove the file when it records nothing."""
     if not record.variants and not record.staging:

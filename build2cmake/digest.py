@@ -41,5 +41,12 @@ def file_hash(content: bytes) -> str:
 
 def variant_digest(files: Mapping[str, bytes]) -> dict[str, object]:
     """The `digest` value for a variant holding `files` (relative posix path -> bytes)."""
-    entries = {_lossy(rel): file_hash(data) for rel, data in files.items() if is_hashed(rel)}
+    return digest_of({rel: file_hash(data) for rel, data in files.items()})
+
+
+def digest_of(hashes: Mapping[str, str]) -> dict[str, object]:
+    """The `digest` value for a variant whose files have `hashes` (relative posix path ->
+    file_hash of its bytes): the files the digest leaves out dropped, names as Rust shows them,
+    sorted."""
+    entries = {_lossy(rel): value for rel, value in hashes.items() if is_hashed(rel)}
     return {"algorithm": ALGORITHM, "files": dict(sorted(entries.items()))}

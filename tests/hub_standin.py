@@ -1,14 +1,18 @@
 """A local stand-in for the Hugging Face Hub's HTTP API, for the upload tests.
 
 It is NOT the Hub: it answers the few endpoints huggingface_hub calls for an upload (create a
-repository, list refs and files, create a branch, preupload, commit) from an in-memory store,
-and records every request, with each commit's files and their bytes, for the tests to check.
-Point huggingface_hub at it with HF_ENDPOINT=<StandInHub.url>.
+repository, list refs and files, create a branch, preupload, commit) and for reading a
+repository at a branch or commit (`lock`: the revision's commit, the file tree, each file's
+bytes), from an in-memory store, and records every request, with each commit's files and their
+bytes, for the tests to check. Every branch state has a commit id (the SHA-1 of its files, so the
+same files give the same id); a revision is a branch name or such an id. Point huggingface_hub
+at it with HF_ENDPOINT=<StandInHub.url>.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import threading
@@ -44,6 +48,10 @@ class StandInHub:
         self.files: dict[str, dict[str, dict[str, bytes]]] = {}
         self.pr_count = 0
         self.validated_yaml: list[str] = []
+        # commit id -> the files of the branch state it names (every state a branch had)
+        self.snapshots: dict[str, dict[str, bytes]] = {}
+        # Answers the tests plant: (method, path) -> (status, headers, body) served as they are.
+        self.planted: dict[tuple[str, str], tuple[int, dict[str, str], bytes]] = {}
         self.lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -64,10 +72,35 @@ class StandInHub:
         self._server.shutdown()
         self._server.server_close()
 
-    def seed(self, repo: str, branch: str, files: dict[str, bytes]) -> None:
-        """Make `repo` exist with `files` on `branch` (and an empty main)."""
+    def seed(self, repo: str, branch: str, files: dict[str, bytes]) -> str:
+        """Make `repo` exist with `files` on `branch` (and an empty main); the branch's commit."""
         branches = self.files.setdefault(repo, {"main": {}})
         branches.setdefault(branch, {}).update(files)
+        return self.head(repo, branch)
+
+    def head(self, repo: str, branch: str) -> str:
+        """The commit id of `branch`'s files now (recorded, so the id stays readable)."""
+        files = self.files[repo][branch]
+        sha = hashlib.sha1(usedforsecurity=False)
+        sha.update(repo.encode() + b"\0")
+        for path, data in sorted(files.items()):
+            sha.update(path.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+        commit = sha.hexdigest()
+        self.snapshots[commit] = dict(files)
+        return commit
+
+    def _revision(self, repo: str, revision: str) -> dict[str, bytes] | None:
+        """The files at `revision` of `repo`: a branch, else a commit id of this stand-in."""
+        branches = self.files.get(repo)
+        if branches is None:
+            return None
+        if revision in branches:
+            return branches[revision]
+        return self.snapshots.get(revision)
+
+    def _commit_of(self, repo: str, revision: str) -> str:
+        branches = self.files[repo]
+        return self.head(repo, revision) if revision in branches else revision
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         hub = self
@@ -76,13 +109,19 @@ class StandInHub:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-            def _send(self, status: int, body: object) -> None:
-                data = json.dumps(body).encode()
+            def _send(self, status: int, body: object, method: str = "GET") -> None:
+                if isinstance(body, Raw):
+                    data, headers = body.data, body.headers
+                else:
+                    data = json.dumps(body).encode()
+                    headers = {"Content-Type": "application/json"}
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if method != "HEAD":
+                    self.wfile.write(data)
 
             def _body(self) -> bytes:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -103,8 +142,13 @@ class StandInHub:
                 query = parse_qs(url.query)
                 with hub.lock:
                     hub.requests.append((method, path))
-                    status, answer = hub._answer(method, path, body, query)
-                self._send(status, answer)
+                    planted = hub.planted.get((method, path))
+                    if planted is not None:
+                        status, headers, data = planted
+                        answer: object = Raw(data, headers)
+                    else:
+                        status, answer = hub._answer(method, path, body, query)
+                self._send(status, answer, method)
 
         return Handler
 
@@ -134,7 +178,11 @@ class StandInHub:
                 return 404, {"error": "Repository not found"}
             return 200, {
                 "branches": [
-                    {"name": b, "ref": f"refs/heads/{b}", "targetCommit": "0" * 40}
+                    {
+                        "name": b,
+                        "ref": f"refs/heads/{b}",
+                        "targetCommit": self.head(found.group(2), b),
+                    }
                     for b in sorted(branches)
                 ],
                 "converts": [],
@@ -148,13 +196,36 @@ class StandInHub:
             return 200, {}
         found = re.fullmatch(rf"/api/{_KINDS}/([^/]+/[^/]+)/tree/([^/]+)(/.*)?", path)
         if found and method == "GET":
-            files = self.files.get(found.group(2), {}).get(found.group(3))
+            files = self._revision(found.group(2), found.group(3))
             if files is None:
                 return 404, {"error": "Revision not found"}
-            return 200, [
-                {"type": "file", "path": p, "oid": "0" * 40, "size": len(d)}
-                for p, d in sorted(files.items())
-            ]
+            return 200, _tree(files, (found.group(4) or "/")[1:], query)
+        found = re.fullmatch(rf"/api/{_KINDS}/([^/]+/[^/]+)/revision/(.+)", path)
+        if found and method == "GET":
+            repo, revision = found.group(2), found.group(3)
+            files = self._revision(repo, revision)
+            if files is None:
+                return 404, {"error": "Revision not found"}
+            return 200, {
+                "id": repo,
+                "sha": self._commit_of(repo, revision),
+                "siblings": [{"rfilename": p} for p in sorted(files)],
+            }
+        found = re.fullmatch(rf"/(?:{_KINDS}/)?([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path)
+        if found and method in ("GET", "HEAD"):
+            repo, revision, name = found.group(2), found.group(3), found.group(4)
+            files = self._revision(repo, revision)
+            if files is None or name not in files:
+                return 404, {"error": "Entry not found"}
+            data = files[name]
+            return 200, Raw(
+                data,
+                {
+                    "Content-Type": "application/octet-stream",
+                    "X-Repo-Commit": self._commit_of(repo, revision),
+                    "ETag": f'"{hashlib.sha256(data).hexdigest()}"',
+                },
+            )
         found = re.fullmatch(rf"/api/{_KINDS}/([^/]+/[^/]+)/preupload/(.+)", path)
         if found and method == "POST":
             files = json.loads(body)["files"]
@@ -194,3 +265,29 @@ class StandInHub:
             for path in commit.deleted:
                 branch.pop(path, None)
         return 200, answer
+
+
+@dataclass
+class Raw:
+    """An answer served as these bytes with these headers (a file, or a planted answer)."""
+
+    data: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _tree(files: dict[str, bytes], under: str, query: dict[str, list[str]]) -> list[object]:
+    """The tree listing of `files` under folder `under` ("" for the top): every file below it
+    with ?recursive=true (as huggingface_hub asks for a whole tree), else its direct entries."""
+    recursive = query.get("recursive", ["false"])[-1].lower() in ("1", "true")
+    prefix = f"{under.rstrip('/')}/" if under else ""
+    entries: dict[str, object] = {}
+    for name, data in sorted(files.items()):
+        if not name.startswith(prefix):
+            continue
+        rest = name[len(prefix) :]
+        if recursive or "/" not in rest:
+            entries[name] = {"type": "file", "path": name, "oid": "0" * 40, "size": len(data)}
+        else:
+            folder = prefix + rest.split("/", 1)[0]
+            entries.setdefault(folder, {"type": "directory", "path": folder, "oid": "0" * 40})
+    return list(entries.values())

@@ -126,7 +126,7 @@ def _generated(root: Path) -> None:
     _run(root, "generate-torch", root / "build.toml")
     # An edit of build.toml after the first generate: the next one rewrites our files.
     toml = root / "build.toml"
-    toml.write_text(toml.read_text().replace('version = 1', 'version = 2', 1))
+    toml.write_text(toml.read_text().replace("version = 1", "version = 2", 1))
 
 
 def test_generate_killed_at_any_write_is_finished_by_the_next_generate(tmp_path: Path) -> None:
