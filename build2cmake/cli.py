@@ -13,6 +13,7 @@ from build2cmake.errors import Build2CMakeError, BuildConfigErrors, printable
 from build2cmake.hub_variants import parse_variants
 from build2cmake.init import DEFAULT_ROCM_ARCHS
 from build2cmake.model import BUILDABLE_BACKENDS
+from build2cmake.toolchains import command as toolchain_command
 from build2cmake.variant_builds import summary_table
 from build2cmake.variant_env import PackageSources
 
@@ -184,7 +185,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     upd.add_argument("build_toml", type=Path, metavar="BUILD_TOML")
     _add_sharing_commands(commands)
+    _add_toolchain_command(commands)
     return parser
+
+
+def _add_toolchain_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """toolchain list | install | remove | path | run: the ROCm toolchains build2cmake makes."""
+    toolchain_command.add_parser(commands)
 
 
 def _add_sharing_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -449,6 +456,8 @@ def _run(args: argparse.Namespace) -> int:
         return 0 if diagnosis.ok else 1
     elif args.command in ("init", "test", "upload"):
         return _run_sharing(args)
+    elif args.command == "toolchain":
+        return toolchain_command.run(args, _out, _err)
     elif args.command == "list-variants":
         for variant in api.list_variants(args.build_toml):
             _out(variant.folder() if args.folders else variant.spec)

@@ -96,11 +96,8 @@ def _rocm_compiler(rocm: RocmInstall) -> Compiler:
 
 
 def _hip_compiler(path: str, origin: str) -> Compiler:
-    version_text = _output([path, "--version"])
-    match = re.search(r"clang version (\S+)", version_text)
-    cpus = _output([path, "--target=amdgcn-amd-amdhsa", "-nogpulib", "--print-supported-cpus"])
-    targets = tuple(sorted(set(re.findall(r"\bgfx[0-9a-z]+\b", cpus)), key=lambda t: (len(t), t)))
-    return Compiler(path, f"clang {match.group(1)}" if match else "unknown", targets, origin)
+    version, targets = rocm_discovery.compiler_targets(path)
+    return Compiler(path, version, targets, origin)
 
 
 def find_nvcc() -> Compiler | None:
