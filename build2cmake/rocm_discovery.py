@@ -8,6 +8,7 @@ so none of them can disagree.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -170,9 +171,20 @@ def missing_library_hints(
 
 
 def incomplete_library(lib: RocmLibrary) -> str:
-    """What is wrong with a library installed only in part, and what to do."""
+    """What is wrong with a library installed only in part, and what to do (inside one of
+    build2cmake's toolchains: name a folder to the build2cmake that runs outside)."""
+    if os.environ.get("BUILD2CMAKE_IN_TOOLCHAIN"):
+        fix = (
+            "name a folder holding a complete copy of its headers to build2cmake, outside the "
+            f"toolchain {os.environ['BUILD2CMAKE_IN_TOOLCHAIN']}: BUILD2CMAKE_INCLUDE_DIRS=DIR "
+            "(or CPATH); it is mounted read-only into the toolchain"
+        )
+    else:
+        fix = (
+            "put a complete copy of its headers on CPATH, or build with a ROCm release tree "
+            "that has it (set ROCM_PATH)"
+        )
     return (
         f'{lib.name} at {lib.path} is incomplete: it includes "{lib.incomplete}", which is '
-        f"not installed beside it (its package ships part of {lib.name}); put a complete copy "
-        "of its headers on CPATH, or build with a ROCm release tree that has it (set ROCM_PATH)"
+        f"not installed beside it (its package ships part of {lib.name}); {fix}"
     )

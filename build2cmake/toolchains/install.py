@@ -199,7 +199,8 @@ def install(
             sandbox.remove_tree(stale, mode)  # an interrupted install's (the lock is ours)
         _need_mmdebstrap(out, mode)
         bootstrap = recipe.bootstrap()
-        _say(out, f"{recipe.name}: {recipe.summary}")
+        if recipe.summary:
+            _say(out, f"{recipe.name}: {recipe.summary}")
         _say(out, f"{recipe.name}: checking the source ({recipe.source.label})")
         unreachable = recipe.source.unreachable()
         if unreachable is not None:

@@ -13,9 +13,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import io
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,12 +126,24 @@ def _key(toolchain: store.Toolchain) -> str:
     return digest.hexdigest()
 
 
-def of_toolchain(toolchain: store.Toolchain, *, mode: sandbox.Mode | None = None) -> Capability:
-    """What `toolchain` compiles and has, asked inside it (once; kept in the store)."""
+def of_toolchain(
+    toolchain: store.Toolchain,
+    *,
+    mode: sandbox.Mode | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Capability:
+    """What `toolchain` compiles and has, asked inside it: once, kept in the store, unless
+    `env` (default os.environ) names include folders, which a library may be found in."""
+    env = os.environ if env is None else env
+    includes = {
+        name: env[name]
+        for name in (*sandbox.COMPILER_INCLUDE_VARIABLES, sandbox.INCLUDE_VARIABLE)
+        if env.get(name)
+    }
     cache = toolchain.folder.parent / f"{toolchain.folder.name}.probe.json"
     key = _key(toolchain)
     with contextlib.suppress(OSError, ValueError):
-        if not cache.is_symlink() and cache.stat().st_size < _PROBE_LIMIT:
+        if not includes and not cache.is_symlink() and cache.stat().st_size < _PROBE_LIMIT:
             kept = json.loads(cache.read_text("utf-8"))
             if isinstance(kept, dict) and kept.get("key") == key:
                 return _with_where(_from_data(toolchain.name, kept.get("data"), toolchain))
@@ -138,8 +152,9 @@ def of_toolchain(toolchain: store.Toolchain, *, mode: sandbox.Mode | None = None
             toolchain,
             ["python", "-P", "-m", "build2cmake.toolchains.probe"],
             cwd=Path("/"),
-            env={},
+            env=includes,
             mode=mode,
+            notes=io.StringIO(),
             capture_output=True,
             text=True,
             timeout=300,
@@ -154,6 +169,8 @@ def of_toolchain(toolchain: store.Toolchain, *, mode: sandbox.Mode | None = None
         return Capability(toolchain.name, str(toolchain.folder), toolchain.version,
                           problem=f"asking it failed: {why}", toolchain=toolchain)  # fmt: skip
     with contextlib.suppress(OSError):
+        if includes:
+            raise OSError("not kept: it depends on the include folders")
         temporary = cache.with_name(f"{cache.name}.{os.getpid()}")
         temporary.write_text(json.dumps({"key": key, "data": data}), encoding="utf-8")
         os.replace(temporary, cache)
@@ -172,11 +189,14 @@ def _with_where(capability: Capability) -> Capability:
 
 
 def toolchains(
-    installed: list[store.Toolchain] | None = None, *, mode: sandbox.Mode | None = None
+    installed: list[store.Toolchain] | None = None,
+    *,
+    mode: sandbox.Mode | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> list[Capability]:
     """Every installed toolchain's capability."""
     installed = store.installed() if installed is None else installed
-    return [of_toolchain(t, mode=mode) for t in installed]
+    return [of_toolchain(t, mode=mode, env=env) for t in installed]
 
 
 if __name__ == "__main__":
