@@ -152,19 +152,21 @@ def build_in_toolchain(
     env = os.environ if env is None else env
     out = out or sys.stdout
     asked = (env.get(CHOICE_VARIABLE) or "").strip()
-    if asked == "host" or not _is_rocm_build(project, backend, extension_for, python):
-        return None
-    installed = store.installed(root)
     automatic = not asked or asked == "auto"
+    installed = store.installed(root)
     wanted = wanted_archs(project, defines)
-    if automatic and (not installed or not wanted):
+    if asked == "host" or (automatic and (not installed or not wanted)):
         return None  # nothing to choose from, or nothing the host could lack
+    if not _is_rocm_build(project, backend, extension_for, python):
+        return None
+    here = host() if automatic else None
+    if here is not None and all(here.compiles(a) for a in wanted) and here.compiler:
+        return None  # the host compiles every arch: the common case costs one probe
     torch = query_torch(python)
-    if not automatic:
+    if here is None:
         toolchain = store.find(asked, root)
         said = f"building in toolchain {toolchain.name} ({CHOICE_VARIABLE}={asked})"
     else:
-        here = host()
         release = _release(torch.backend_version) if torch.backend == "rocm" else None
         ranking = rank(wanted, here, probe.toolchains(installed), release=release)
         missing = [a for a in wanted if a not in ranking.builds(here)]

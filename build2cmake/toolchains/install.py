@@ -283,11 +283,13 @@ def _run_logged(
                         said.add(marker)
                         _say(out, f"{recipe.name}: {words} [{_elapsed(clock() - started)}]")
         if process.returncode != 0:
-            tail = [
-                line for line in log_path.read_text("utf-8", "replace").splitlines()
+            # The first error says why (apt's "Unable to locate package ..."); mmdebstrap's
+            # own last lines only say that it failed.
+            errors = [
+                line[3:] for line in log_path.read_text("utf-8", "replace").splitlines()
                 if line.startswith("E: ")
             ]  # fmt: skip
-            why = tail[-1][3:] if tail else f"exit {process.returncode}"
+            why = errors[0] if errors else f"exit {process.returncode}"
             raise Build2CMakeError(f"{recipe.name}: mmdebstrap failed: {why} (log: {log_path})")
 
 

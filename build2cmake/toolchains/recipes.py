@@ -211,6 +211,9 @@ _WITH_TORCH = (
     *_HIP, "python3-torch", "libtorch-dev", *_ROCM_LIBRARIES, "python3-dev", "python3-venv",
     "g++", "ccache", "ca-certificates",
 )  # fmt: skip
+# Debian trixie has neither hipBLASLt nor rocWMMA (the list above, which named them, could not be
+# installed from trixie since they were added to it).
+_TRIXIE = tuple(p for p in _WITH_TORCH if p not in ("libhipblaslt-dev", "librocwmma-dev"))
 # Pinned: what generated projects build with (scikit-build-core, cmake, ninja), what build2cmake
 # imports, and uv (build --variants puts each variant's torch into a uv environment).
 _PIP = (
@@ -236,9 +239,9 @@ RECIPES: tuple[Recipe, ...] = (
         release=(5, 7),
         suite="trixie",
         source=DebianArchive("trixie"),
-        packages=_WITH_TORCH,
+        packages=_TRIXIE,
         pip_packages=_PIP,
-        summary="Debian trixie: ROCm 5.7.1, clang-17, CPU python3-torch",
+        summary="Debian trixie: ROCm 5.7.1, clang-17, CPU python3-torch; no hipBLASLt, rocWMMA",
         tools=_TOOLS,
     ),
     Recipe(
