@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import build2cmake
-from build2cmake.errors import Build2CMakeError
+from build2cmake.errors import Build2CMakeError, printable
 from build2cmake.toolchains import store
 from build2cmake.toolchains.recipes import VENV
 
@@ -295,7 +295,7 @@ def run(
         rw.insert(0, cwd)
     includes = include_folders(toolchain, env, include_dirs)
     for note in includes.notes:
-        print(f"build2cmake: {note}", file=notes or sys.stderr, flush=True)
+        print(printable(f"build2cmake: {note}"), file=notes or sys.stderr, flush=True)
     scratch = Path(tempfile.mkdtemp(prefix="b2c-toolchain-tmp."))
     try:
         copy_package(scratch / INSIDE_PYTHONPATH.rsplit("/", 1)[1])
