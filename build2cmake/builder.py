@@ -686,8 +686,24 @@ def build(
     force: bool = False,
     allow_toolkit_mismatch: bool = False,
 ) -> BuildReport:
-    """Compile (unless universal) and write build/<variant>/ with its metadata.json."""
+    """Compile (unless universal) and write build/<variant>/ with its metadata.json; a ROCm
+    build the host's ROCm cannot do may run in one of build2cmake's toolchains instead."""
     _check_python_package(project, project_dir)
+    # Imported here: the toolchains build through this module.
+    from build2cmake.toolchains.choice import build_in_toolchain
+
+    elsewhere = build_in_toolchain(
+        project,
+        project_dir,
+        backend=backend,
+        extension_for=extension_for,
+        defines=defines,
+        jobs=jobs,
+        force=force,
+        allow_toolkit_mismatch=allow_toolkit_mismatch,
+    )
+    if elsewhere is not None:
+        return elsewhere
     compiled = compile_variant(
         project,
         project_dir,

@@ -31,6 +31,7 @@ from build2cmake.hub_variants import parse_variants
 from build2cmake.init import DEFAULT_ROCM_ARCHS
 from build2cmake.lock import dependency_text
 from build2cmake.model import BUILDABLE_BACKENDS
+from build2cmake.toolchains import command as toolchain_command
 from build2cmake.variant_builds import summary_table
 from build2cmake.variant_env import PackageSources
 
@@ -64,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
         _add_hash,
         _add_check_builds,
         _add_completions,
+        _add_toolchain,
     ):
         add(commands)
     cli_kernel_builder.add_commands(
@@ -73,6 +75,16 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     return parser
+
+
+def _add_toolchain(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """toolchain list | install | remove | path | run: the ROCm toolchains build2cmake makes."""
+    toolchain_command.add_parser(commands)
+    commands.choices["toolchain"].set_defaults(runner="toolchain")
+
+
+def _run_toolchain(args: argparse.Namespace) -> int:
+    return toolchain_command.run(args, _out, _err)
 
 
 def _project_argument(parser: argparse.ArgumentParser) -> None:
@@ -804,6 +816,7 @@ def _run_not_here(args: argparse.Namespace) -> int:
 
 
 RUNNERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "toolchain": _run_toolchain,
     "generate-torch": _run_generate_torch,
     "validate": _run_validate,
     "clean": _run_clean,

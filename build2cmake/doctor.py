@@ -2,6 +2,9 @@
 
 ROCm is found by running the build's own discovery module (build2cmake_find_rocm.cmake, with
 cmake -P); the CUDA search mirrors build2cmake_cuda.cmake. What doctor finds is what a build uses.
+The machine's other ROCm trees and build2cmake's toolchains are listed beside it, each asked the
+same way (toolchains.probe), and the install that compiles each declared arch is named by the
+rule `build2cmake build` follows (toolchains.choice).
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from build2cmake import __version__, rocm_discovery
+from build2cmake import __version__, rocm_discovery, rocm_installs
 from build2cmake.builder import auto_backend, cmake_program
 from build2cmake.config import load_project
 from build2cmake.errors import Build2CMakeError, printable
 from build2cmake.model import Project
-from build2cmake.rocm_discovery import RocmInstall, incomplete_library
+from build2cmake.rocm_discovery import RocmInstall, RocmLibrary, incomplete_library
+from build2cmake.toolchains import choice, probe, store
+from build2cmake.toolchains.recipes import RECIPES
 from build2cmake.variant import TorchInfo, arch_variant, query_torch
 
 DEBIAN_ROCM_PACKAGES = "hipcc libamdhip64-dev rocm-device-libs libamd-comgr-dev libhsa-runtime-dev"
@@ -96,11 +101,8 @@ def _rocm_compiler(rocm: RocmInstall) -> Compiler:
 
 
 def _hip_compiler(path: str, origin: str) -> Compiler:
-    version_text = _output([path, "--version"])
-    match = re.search(r"clang version (\S+)", version_text)
-    cpus = _output([path, "--target=amdgcn-amd-amdhsa", "-nogpulib", "--print-supported-cpus"])
-    targets = tuple(sorted(set(re.findall(r"\bgfx[0-9a-z]+\b", cpus)), key=lambda t: (len(t), t)))
-    return Compiler(path, f"clang {match.group(1)}" if match else "unknown", targets, origin)
+    version, targets = rocm_discovery.compiler_targets(path)
+    return Compiler(path, version, targets, origin)
 
 
 def find_nvcc() -> Compiler | None:
@@ -165,12 +167,17 @@ def diagnose(build_toml: Path | None) -> Report:
     hip = None if rocm is None else _rocm_compiler(rocm)
     nvcc = find_nvcc()
     report.lines += _compiler_lines("HIP:    ", hip, f"searched {searched}")
+    if rocm is not None:
+        report.lines.append(f"         libraries: {_libraries_summary(rocm.libraries)}")
     report.lines += _compiler_lines(
         "CUDA:   ", nvcc, "searched $CUDA_HOME, $CUDA_PATH, PATH, /usr/local/cuda"
     )
-    if build_toml is None:
+    project = load_project(build_toml) if build_toml is not None else None
+    host = _host_capability(rocm, hip)
+    installs = _other_rocm_section(report, rocm)
+    toolchains = _toolchain_section(report)
+    if build_toml is None or project is None:
         return report
-    project = load_project(build_toml)
     report.lines.append(
         f"{build_toml}: {project.name}, backends {', '.join(project.backends) or '-'}"
     )
@@ -180,8 +187,10 @@ def diagnose(build_toml: Path | None) -> Report:
     for backend in project.backends:
         kernels = project.kernels_for(backend)
         if backend == "rocm":
-            _check_rocm(report, build_toml, project, hip)
-            if rocm is not None:
+            builder = _check_rocm(report, build_toml, project, hip, host, [*installs, *toolchains])
+            if builder is not None:
+                _list_toolchain_libraries(report, builder)
+            elif rocm is not None:
                 _check_rocthrust(report, project, rocm)
                 _list_rocm_libraries(report, rocm)
         elif backend == "cuda":
@@ -211,30 +220,201 @@ def diagnose(build_toml: Path | None) -> Report:
     return report
 
 
-def _check_rocm(report: Report, build_toml: Path, project: Project, hip: Compiler | None) -> None:
+def _libraries_summary(libraries: tuple[RocmLibrary, ...]) -> str:
+    """One line: the ROCm libraries found, those found incomplete, those missing."""
+    found = [lib.name for lib in libraries if lib.path and not lib.incomplete]
+    incomplete = [lib.name for lib in libraries if lib.path and lib.incomplete]
+    missing = [lib.name for lib in libraries if not lib.path]
+    parts = [", ".join(found) or "none"]
+    if incomplete:
+        parts.append(f"incomplete: {', '.join(incomplete)}")
+    if missing:
+        parts.append(f"missing: {', '.join(missing)}")
+    return "; ".join(parts)
+
+
+def _host_capability(rocm: RocmInstall | None, hip: Compiler | None) -> probe.Capability:
+    """The HIP compiler a build here uses, as the toolchain rule compares it."""
+    if rocm is None or hip is None:
+        return probe.Capability("host", "", "", problem="no HIP compiler")
+    return probe.Capability(
+        label="host",
+        where=f"{rocm.root} ({rocm.layout_detail})",
+        version=rocm.version,
+        compiler=hip.path,
+        compiler_version=hip.version,
+        targets=hip.targets,
+        libraries=rocm.libraries,
+    )
+
+
+def _other_rocm_section(report: Report, rocm: RocmInstall | None) -> list[probe.Capability]:
+    """The machine's ROCm trees other than the one a build uses (-D BUILD2CMAKE_ROCM_PATH
+    builds with one): each with its compiler's targets and its libraries."""
+    used = Path(rocm.root).resolve() if rocm is not None else None
+    others = [
+        i for i in rocm_installs.discover()
+        if i.chroot is None and i.root.resolve() != used
+    ]  # fmt: skip
+    found = []
+    for install in others:
+        capability = probe.host(str(install.root))
+        if not capability.compiler:
+            continue
+        found.append(capability)
+        report.lines.append(
+            f"ROCm:    {install.root} (ROCm {capability.version}, {capability.compiler_version}; "
+            f"{install.found_in}; build with -D BUILD2CMAKE_ROCM_PATH={install.root})"
+        )
+        report.lines.append(f"         targets: {', '.join(capability.targets) or 'none listed'}")
+        report.lines.append(f"         libraries: {_libraries_summary(capability.libraries)}")
+    return found
+
+
+def _toolchain_section(report: Report) -> list[probe.Capability]:
+    """build2cmake's toolchains beside the host's ROCm: installed ones with their compiler's
+    targets and their libraries, the others with the command that installs them."""
+    root = store.default_root()
+    installed = store.installed(root)
+    if not installed:
+        report.lines.append(
+            f"toolchains: none installed in {root} (build2cmake toolchain install "
+            f"{RECIPES[-1].name} makes one; build2cmake toolchain list shows them all)"
+        )
+        return []
+    capabilities = probe.toolchains(installed)
+    report.lines.append(f"toolchains ({root}; build2cmake toolchain list):")
+    for capability in capabilities:
+        toolchain = capability.toolchain
+        assert toolchain is not None
+        if capability.problem:
+            report.lines.append(f"  {toolchain.name:<9} {toolchain.folder}: {capability.problem}")
+            continue
+        report.lines.append(
+            f"  {toolchain.name:<9} ROCm {toolchain.version} ({capability.compiler_version}) in "
+            f"{toolchain.folder}"
+        )
+        report.lines.append(f"            targets: {', '.join(capability.targets)}")
+        report.lines.append(f"            libraries: {_libraries_summary(capability.libraries)}")
+    names = {t.name for t in installed}
+    for recipe in RECIPES:
+        if recipe.name not in names:
+            report.lines.append(
+                f"  {recipe.name:<9} not installed: build2cmake toolchain install {recipe.name} "
+                f"({recipe.summary})"
+            )
+    return capabilities
+
+
+def _check_rocm(
+    report: Report,
+    build_toml: Path,
+    project: Project,
+    hip: Compiler | None,
+    host: probe.Capability,
+    others: list[probe.Capability],
+) -> store.Toolchain | None:
+    """The rocm backend's archs: who compiles each, what a build uses, what is missing and the
+    fix. Returns the toolchain `build2cmake build` would compile in (None: the host)."""
     wanted = sorted({a.split(":")[0] for k in project.kernels_for("rocm") for a in k.rocm_archs})
+    toolchains = [c for c in others if c.toolchain is not None]
+    ranking = choice.rank(wanted, host, toolchains)
+    chosen = ranking.chosen.toolchain if ranking.chosen is not None else None
+    installable = [r.name for r in RECIPES if r.name not in {c.label for c in toolchains}]
+    install = f"build2cmake toolchain install {installable[-1]}" if installable else ""
     if hip is None:
         report.lines.append(f"  rocm: archs {', '.join(wanted)}")
-        report.problem(
-            "no HIP compiler: the rocm backend cannot be built here",
-            f"apt-get install {DEBIAN_ROCM_PACKAGES}  (Debian/Ubuntu), or install ROCm and "
-            "export ROCM_PATH=/path/to/rocm",
-        )
-        return
+        _who_compiles(report, ranking, others, chosen)
+        if chosen is None:
+            report.problem(
+                "no HIP compiler: the rocm backend cannot be built here",
+                f"apt-get install {DEBIAN_ROCM_PACKAGES}  (Debian/Ubuntu), or install ROCm and "
+                "export ROCM_PATH=/path/to/rocm" + (f"; or {install}" if install else ""),
+            )
+        for arch in wanted:
+            if chosen is not None and not ranking.builders_of(arch):
+                report.problem(f"{arch}: no ROCm here compiles it", install or "-")
+        return chosen
     buildable = [a for a in wanted if a in hip.targets] if hip.targets else wanted
     missing = [a for a in wanted if a not in buildable]
     report.lines.append(
         f"  rocm: archs {', '.join(wanted)}; buildable here: {', '.join(buildable) or 'none'}"
     )
+    _who_compiles(report, ranking, others, chosen)
     for arch in missing:
         keep = ";".join(buildable)
+        elsewhere = [c.label for c in ranking.builders_of(arch) if c.toolchain is not None]
+        if chosen is not None and chosen.name in elsewhere:
+            continue
+        if elsewhere:
+            other = ranking.partial or next(c for c in toolchains if c.label == elsewhere[-1])
+            partial = other.label
+            lost = [a for a in buildable if not other.compiles(a)]
+            report.warning(
+                f"{arch}: {hip.version} at {hip.path} cannot compile it; toolchain "
+                f"{', '.join(elsewhere)} can, but not {', '.join(lost)}, so build2cmake build "
+                "compiles on the host and leaves it out",
+                f"{choice.CHOICE_VARIABLE}={partial} build2cmake build {build_toml}  (then "
+                f"{', '.join(lost)} is left out instead)",
+            )
+            continue
         report.problem(
-            f"{arch}: {hip.version} at {hip.path} cannot compile for it (not in its target list)",
-            f"install a ROCm whose compiler lists {arch} and export ROCM_PATH=/path/to/rocm; or "
-            f"leave it out: build2cmake build {build_toml} --backend rocm "
+            f"{arch}: {hip.version} at {hip.path} cannot compile it (not in its target list)",
+            f"install a ROCm whose compiler lists {arch} and export ROCM_PATH=/path/to/rocm"
+            + (f" ({install} is one)" if install else "")
+            + f"; or leave it out: build2cmake build {build_toml} --backend rocm "
             f"-D BUILD2CMAKE_ROCM_ARCHS='{keep}'  (pip: -C "
             f"cmake.define.BUILD2CMAKE_ROCM_ARCHS='{keep}')",
         )
+    return chosen
+
+
+def _who_compiles(
+    report: Report,
+    ranking: choice.Ranking,
+    others: list[probe.Capability],
+    chosen: store.Toolchain | None,
+) -> None:
+    """One line per declared arch naming every install that compiles it, then which one
+    `build2cmake build` uses; only when there is more than the host to choose from."""
+    if not others:
+        return
+    for arch in ranking.wanted:
+        names = [c.label for c in ranking.builders_of(arch)]
+        names += [c.where for c in others if c.toolchain is None and c.compiles(arch)]
+        report.lines.append(f"    {arch:<8} compiled by: {', '.join(names) or 'nothing here'}")
+    installed = [c.toolchain for c in others if c.toolchain is not None]
+    if chosen is not None:
+        report.lines.append(
+            f"    build2cmake build compiles in toolchain {chosen.name} (ROCm {chosen.version}); "
+            f"{choice.choices_hint(installed)} chooses"
+        )
+    elif installed:
+        report.lines.append(
+            f"    build2cmake build compiles on the host; {choice.choices_hint(installed)} chooses"
+        )
+
+
+def _list_toolchain_libraries(report: Report, toolchain: store.Toolchain) -> None:
+    """The ROCm libraries of the toolchain a build compiles in: found, or what to do. The
+    user's include folders reach builds there (CPATH, BUILD2CMAKE_INCLUDE_DIRS), so they count."""
+    capability = probe.of_toolchain(toolchain)
+    report.lines.append(f"  rocm libraries of toolchain {toolchain.name}:")
+    width = max((len(lib.name) for lib in capability.libraries), default=0)
+    name_a_folder = (
+        "name a folder holding its complete headers: BUILD2CMAKE_INCLUDE_DIRS=/path/to/include "
+        "(or CPATH; mounted read-only into the toolchain)"
+    )
+    for lib in capability.libraries:
+        if lib.path and lib.incomplete:
+            report.lines.append(
+                f'    {lib.name:<{width}}  incomplete: {lib.path} includes "{lib.incomplete}", '
+                f"which is not there; {name_a_folder}"
+            )
+        elif lib.path:
+            report.lines.append(f"    {lib.name:<{width}}  found: {lib.path}")
+        else:
+            report.lines.append(f"    {lib.name:<{width}}  missing <{lib.header}>: {name_a_folder}")
 
 
 def _check_rocthrust(report: Report, project: Project, rocm: RocmInstall) -> None:

@@ -8,6 +8,7 @@ so none of them can disagree.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -72,14 +73,18 @@ class RocmInstall:
         return next((lib for lib in self.libraries if header.startswith(lib.folder + "/")), None)
 
 
-def find_rocm(cmake: str, env: Mapping[str, str] | None = None) -> tuple[RocmInstall | None, str]:
-    """Run the build's own ROCm discovery (cmake -P build2cmake_find_rocm.cmake) in `env`.
+def find_rocm(
+    cmake: str, env: Mapping[str, str] | None = None, *, rocm_path: str | None = None
+) -> tuple[RocmInstall | None, str]:
+    """Run the build's own ROCm discovery (cmake -P build2cmake_find_rocm.cmake) in `env`;
+    with `rocm_path`, on that root alone (as -DBUILD2CMAKE_ROCM_PATH does in a build).
 
     Returns the installation found (or None) and the roots that were searched.
     """
+    root = [f"-DBUILD2CMAKE_ROCM_PATH={rocm_path}"] if rocm_path else []
     try:
         result = subprocess.run(
-            [cmake, "-P", str(rocm_discovery_module())],
+            [cmake, *root, "-P", str(rocm_discovery_module())],
             capture_output=True,
             text=True,
             timeout=60,
@@ -117,6 +122,26 @@ def find_rocm(cmake: str, env: Mapping[str, str] | None = None) -> tuple[RocmIns
     return install, searched
 
 
+def compiler_targets(compiler: str) -> tuple[str, tuple[str, ...]]:
+    """A HIP compiler's version ("clang 22.1.0", "unknown") and the GPU targets it lists
+    (gfx90a, gfx942, ...: `--print-supported-cpus` for amdgcn-amd-amdhsa), ordered by the
+    length of their names, then name."""
+    version = re.search(r"clang version (\S+)", _output([compiler, "--version"]))
+    cpus = _output([compiler, "--target=amdgcn-amd-amdhsa", "-nogpulib", "--print-supported-cpus"])
+    # Not the generic families (gfx9-generic, ...): a kernel names real targets.
+    found = re.findall(r"\bgfx[0-9a-z]+\b(?!-)", cpus)
+    targets = sorted(set(found), key=lambda t: (len(t), t))
+    return (f"clang {version.group(1)}" if version else "unknown"), tuple(targets)
+
+
+def _output(command: list[str]) -> str:
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return result.stdout + result.stderr
+
+
 def missing_library_hints(
     headers: Iterable[str], cmake: str, env: Mapping[str, str] | None = None
 ) -> list[str]:
@@ -146,9 +171,20 @@ def missing_library_hints(
 
 
 def incomplete_library(lib: RocmLibrary) -> str:
-    """What is wrong with a library installed only in part, and what to do."""
+    """What is wrong with a library installed only in part, and what to do (inside one of
+    build2cmake's toolchains: name a folder to the build2cmake that runs outside)."""
+    if os.environ.get("BUILD2CMAKE_IN_TOOLCHAIN"):
+        fix = (
+            "name a folder holding a complete copy of its headers to build2cmake, outside the "
+            f"toolchain {os.environ['BUILD2CMAKE_IN_TOOLCHAIN']}: BUILD2CMAKE_INCLUDE_DIRS=DIR "
+            "(or CPATH); it is mounted read-only into the toolchain"
+        )
+    else:
+        fix = (
+            "put a complete copy of its headers on CPATH, or build with a ROCm release tree "
+            "that has it (set ROCM_PATH)"
+        )
     return (
         f'{lib.name} at {lib.path} is incomplete: it includes "{lib.incomplete}", which is '
-        f"not installed beside it (its package ships part of {lib.name}); put a complete copy "
-        "of its headers on CPATH, or build with a ROCm release tree that has it (set ROCM_PATH)"
+        f"not installed beside it (its package ships part of {lib.name}); {fix}"
     )

@@ -9,9 +9,9 @@ giving its version the way its layout records it:
   `<root>/include/hip/hip_version.h`, else the folder's name;
 - the distribution's `/usr` (Debian, Ubuntu): the version of the installed `libamdhip64-dev`
   package (dpkg's status file), else `hip_version.h`;
-- the chroots `scripts/rocm-chroot.sh` keeps under /var/cache/build2cmake (`rocm-chroot-<suite>`):
-  the version the script recorded when it made the chroot. A chroot's ROCm is used by building
-  inside that chroot.
+- build2cmake's own toolchains (build2cmake.toolchains: `build2cmake toolchain install rocm-7.2`),
+  in the store (/var/cache/build2cmake as root): the version recorded when each was made. A
+  toolchain's ROCm is used by building inside it.
 
 Every place is a field of `SearchRoots`, so tests point them at fake trees.
 """
@@ -24,11 +24,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from build2cmake.toolchains import store
+from build2cmake.toolchains.recipes import newest
+
 # Files read here are small text files; a larger one is not what we look for.
 _MAX_READ = 1 << 16
 _DPKG_STATUS_MAX = 64 << 20
 _VERSION = re.compile(r"([0-9]+)\.([0-9]+)(?:\.([0-9]+))?")
-_CHROOT_PREFIX = "rocm-chroot-"
 
 
 @dataclass(frozen=True)
@@ -37,9 +39,10 @@ class RocmInstall:
 
     root: Path  # the prefix (-DBUILD2CMAKE_ROCM_PATH); inside the chroot when `chroot` is set
     version: str  # X.Y or X.Y.Z
-    found_in: str  # in words: "$ROCM_PATH", "/opt/rocm-7.1.1", "build2cmake chroot rocm72"
-    chroot: Path | None = None
-    suite: str | None = None  # scripts/rocm-chroot.sh's name for the chroot
+    found_in: str  # in words: "$ROCM_PATH", "/opt/rocm-7.1.1", "build2cmake toolchain rocm-7.2"
+    chroot: Path | None = None  # the toolchain's folder, when it is one
+    suite: str | None = None  # the toolchain's folder suffix (rocm72; scripts/rocm-chroot.sh's)
+    toolchain: str | None = None  # the toolchain's name (rocm-7.2)
 
     @property
     def release(self) -> tuple[int, int]:
@@ -57,12 +60,8 @@ class SearchRoots:
     opt: Path = Path("/opt")
     system_prefix: Path = Path("/usr")
     dpkg_status: Path = Path("/var/lib/dpkg/status")
-    # scripts/rocm-chroot.sh's cache (its B2C_ROCM_CHROOT_CACHE moves it).
-    chroot_cache: Path = field(
-        default_factory=lambda: Path(
-            os.environ.get("B2C_ROCM_CHROOT_CACHE") or "/var/cache/build2cmake"
-        )
-    )
+    # The store of build2cmake's toolchains ($BUILD2CMAKE_TOOLCHAINS moves it).
+    chroot_cache: Path = field(default_factory=lambda: store.default_root())
 
     def places(self) -> list[str]:
         """The places searched, in words, for an error message."""
@@ -72,8 +71,8 @@ class SearchRoots:
             str(self.opt / "rocm"),
             str(self.opt / "rocm-X.Y.Z"),
             f"{self.system_prefix} (libamdhip64-dev)",
-            f"build2cmake chroots in {self.chroot_cache / (_CHROOT_PREFIX + '*')} "
-            "(scripts/rocm-chroot.sh ensure rocm72)",
+            f"build2cmake toolchains in {self.chroot_cache / (store.PREFIX + '*')} "
+            f"(build2cmake toolchain list; e.g. build2cmake toolchain install {newest().name})",
         ]
         return places
 
@@ -158,29 +157,23 @@ def _release_trees(roots: SearchRoots) -> list[tuple[Path, str]]:
 
 
 def _chroots(roots: SearchRoots) -> list[RocmInstall]:
-    """The complete chroots of scripts/rocm-chroot.sh (it writes the stamp and the version last,
-    and renames a finished chroot into place, so one with both files is whole)."""
+    """build2cmake's complete toolchains (see toolchains.store), newest release first."""
     found = []
-    try:
-        folders = sorted(roots.chroot_cache.glob(_CHROOT_PREFIX + "*"))
-    except OSError:
-        return []
-    for folder in folders:
-        suite = folder.name[len(_CHROOT_PREFIX) :]
-        if not re.fullmatch(r"[a-z0-9]+", suite) or folder.is_symlink() or not folder.is_dir():
-            continue  # *.tmp.* (being made), *.old.* (being removed), *.log, *.lock
-        recorded = _read_small(folder / ".b2c-rocm-version")
-        if not (folder / ".b2c-stamp").is_file() or recorded is None:
-            continue
-        match = _VERSION.match(recorded.strip())
+    for toolchain in store.installed(roots.chroot_cache):
+        match = _VERSION.match(toolchain.version)  # 7.2.4 of 7.2.4-1~exp2
         if match is None:
             continue
         found.append(
             RocmInstall(
-                Path("/usr"), match[0], f"build2cmake chroot {suite}", chroot=folder, suite=suite
+                Path("/usr"),
+                match[0],
+                f"build2cmake toolchain {toolchain.name}",
+                chroot=toolchain.folder,
+                suite=toolchain.suite,
+                toolchain=toolchain.name,
             )
         )
-    return found
+    return sorted(found, key=lambda install: install.release, reverse=True)
 
 
 def discover(roots: SearchRoots | None = None) -> list[RocmInstall]:

@@ -6,10 +6,10 @@ build/cmake-<variant spec>.log; the terminal gets one line when a variant starts
 ends, then a summary table. A failed variant does not stop the others.
 
 A ROCm variant is built with a ROCm of its release (rocm_installs): one on this machine
-(-DBUILD2CMAKE_ROCM_PATH), else one in a chroot of scripts/rocm-chroot.sh, where the same
-`build2cmake build --variants` runs for that variant alone. Its torch comes from PyTorch's ROCm
-index; where that cannot be reached, a CPU or CUDA torch of the same release stands in, for
-kernels that include none of torch's GPU headers, and metadata.json records it.
+(-DBUILD2CMAKE_ROCM_PATH), else one of build2cmake's toolchains (build2cmake.toolchains), inside
+which the same `build2cmake build --variants` runs for that variant alone. Its torch comes from
+PyTorch's ROCm index; where that cannot be reached, a CPU or CUDA torch of the same release
+stands in, for kernels that include none of torch's GPU headers, and metadata.json records it.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ from build2cmake.errors import Build2CMakeError, printable
 from build2cmake.hub_variants import HubVariant
 from build2cmake.model import Project
 from build2cmake.safefs import ProjectFolder
+from build2cmake.toolchains import recipes as toolchain_recipes
+from build2cmake.toolchains import sandbox as toolchain_sandbox
+from build2cmake.toolchains import store as toolchain_store
 from build2cmake.variant import NEUTRAL_FOLDER, installed_torch_toolkit
 from build2cmake.variant_env import (
     PackageSources,
@@ -58,8 +61,6 @@ _SOURCE_LIMIT = 16 << 20
 # The key of metadata.json that records a stand-in torch. `kernels` reads metadata.json with
 # unknown top-level keys ignored (kernels 0.17's Metadata), so the variant still loads.
 STAND_IN_KEY = "torch-stand-in"
-# scripts/rocm-chroot.sh of this source tree: builds whose ROCm is in one of its chroots run there.
-CHROOT_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "rocm-chroot.sh"
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,7 @@ def _build_one(
     if variant.backend == "rocm" and variant.toolkit is not None and isolated:
         install = _rocm_for(variant, rocm, rocm_roots)
         if install.chroot is not None:
-            return _build_in_chroot(
+            return build_in_toolchain(
                 project_dir,
                 variant,
                 install,
@@ -296,7 +297,8 @@ def _rocm_for(
     found = ", ".join(f"{i.version} ({i.found_in})" for i in installs) or "none"
     places = "; ".join((roots or rocm_installs.SearchRoots()).places())
     raise Build2CMakeError(
-        f"needs ROCm {release}.x, which is not installed (ROCm found: {found}; looked in: {places})"
+        f"needs ROCm {release}.x, which is not installed (ROCm found: {found}; looked in: "
+        f"{places}); {toolchain_recipes.install_hint(variant.toolkit)}"
     )
 
 
@@ -436,7 +438,7 @@ def _local_folders(sources: PackageSources) -> list[str]:
     return folders
 
 
-def _build_in_chroot(
+def build_in_toolchain(
     project_dir: Path,
     variant: HubVariant,
     install: rocm_installs.RocmInstall,
@@ -448,32 +450,39 @@ def _build_in_chroot(
     allow_toolkit_mismatch: bool,
     ops_id: str,
 ) -> VariantResult:
-    """Build `variant` with `build2cmake build --variants` run inside the chroot of `install`.
+    """Build `variant` inside the toolchain of `install`, with the same variant build run
+    there (build2cmake.toolchains.inside) on the project, generated already.
 
     The run there writes this variant's log (build/cmake-<spec>.log) and build/<variant>/
-    itself, in the project, which the chroot sees at the same path.
+    itself, in the project, which the toolchain sees at the same path.
     """
     folder = variant.folder()
-    if not CHROOT_SCRIPT.is_file():
+    assert install.chroot is not None
+    toolchain = toolchain_store.read_toolchain(install.chroot)
+    if toolchain is None:
         raise Build2CMakeError(
-            f"ROCm {install.version} is in the chroot {install.chroot}, whose builds run through "
-            f"scripts/rocm-chroot.sh of build2cmake's source tree, not found at {CHROOT_SCRIPT}"
+            f"ROCm {install.version} was in the toolchain {install.chroot}, which is gone"
         )
-    assert install.suite is not None
-    binds = [arg for where in _local_folders(sources) for arg in ("--bind", where)]
     command = [
-        "bash", str(CHROOT_SCRIPT), "run", "--suite", install.suite,
-        "--bind", str(project_dir.resolve()), *binds, "--",
         # -P: `python -m` in the project folder would put it first on sys.path, and a
         # build2cmake/ package (or a json.py) of the clone would run instead of ours, as root.
-        "python", "-P", "-m", "build2cmake", "build", str(project_dir.resolve() / "build.toml"),
-        "--variants", variant.spec, "-j", str(jobs), "--ops-id", ops_id,
+        # The project is generated already (and, for a one-variant build, locked by this
+        # process): the run inside compiles the variant alone (toolchains/inside.py).
+        "python", "-P", "-m", "build2cmake.toolchains.inside",
+        str(project_dir.resolve() / "build.toml"),
+        "--variant", variant.spec, "-j", str(jobs), "--ops-id", ops_id,
         *sources.uv_arguments(),
         *(arg for d in defines for arg in ("-D", d)),
         *(["--force"] if force else []),
         *(["--allow-toolkit-mismatch"] if allow_toolkit_mismatch else []),
     ]  # fmt: skip
-    result = subprocess.run(command, cwd=project_dir, capture_output=True, text=True, check=False)
+    # The project and the local package sources at their own paths; the user's include folders
+    # (CPATH, BUILD2CMAKE_INCLUDE_DIRS, ...) read-only, by the sandbox.
+    binds = [project_dir.resolve(), *(Path(f) for f in _local_folders(sources))]
+    result = toolchain_sandbox.run(
+        toolchain, command, cwd=project_dir, binds=binds, capture_output=True, text=True
+    )
+
     if result.returncode != 0:
         failed = [line for line in result.stdout.splitlines() if ": FAILED: " in line]
         why = (
@@ -481,7 +490,10 @@ def _build_in_chroot(
             if failed
             else (result.stderr.strip().splitlines() or ["no output"])[-1]
         )
-        raise Build2CMakeError(f"in the chroot {install.suite} (ROCm {install.version}): {why}")
+        raise Build2CMakeError(
+            f"in the chroot {install.suite} (toolchain {toolchain.name}, ROCm {install.version}): "
+            f"{why}"
+        )
     with ProjectFolder(project_dir) as project_folder:
         raw = project_folder.read(
             PurePosixPath("build") / folder / "metadata.json", 1 << 20, "metadata.json"
@@ -489,8 +501,8 @@ def _build_in_chroot(
     if raw is None:
         # The run reported success yet made no variant: nothing was built, whatever it said.
         raise Build2CMakeError(
-            f"in the chroot {install.suite} (ROCm {install.version}): the build made no "
-            f"build/{folder}/metadata.json"
+            f"in the chroot {install.suite} (toolchain {toolchain.name}, ROCm {install.version}): "
+            f"the build made no build/{folder}/metadata.json"
         )
     try:
         metadata = json.loads(raw)
@@ -501,7 +513,7 @@ def _build_in_chroot(
     backend_info = metadata.get("backend", {})
     archs = backend_info.get("archs", []) if isinstance(backend_info, dict) else []
     stand_in = metadata.get(STAND_IN_KEY)
-    notes = [f"built in the chroot {install.suite}"]
+    notes = [f"built in toolchain {toolchain.name} (ROCm {toolchain.version})"]
     notes += [_stand_in_note(stand_in)] if isinstance(stand_in, dict) else []
     return VariantResult(
         variant, folder, True, 0.0, tuple(str(a) for a in archs), note="; ".join(notes)

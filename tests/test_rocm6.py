@@ -1,8 +1,10 @@
-"""ROCm 6 for real: builds in the Debian sid chroot of scripts/rocm-chroot.sh (ROCm 6.4, hipcc 7,
-clang-21, sid's CPU torch), where gfx942 compiles. Debian 12's own ROCm 5.2 cannot target it.
+"""ROCm 6 for real: builds in the rocm-6.4 toolchain (Debian sid: ROCm 6.4, hipcc 7, clang-21,
+sid's CPU torch), where gfx942 compiles, through scripts/rocm-chroot.sh (`ensure`, `run`: the
+wrapper over `build2cmake toolchain` this repository's scripts use). Debian 12's own ROCm 5.2
+cannot target gfx942.
 
-The chroot is made once per machine (minutes) and cached under /var/cache/build2cmake; these tests
-skip, saying why, where it cannot be made (not root, no network to the Debian mirror, ...).
+The toolchain is made once per machine (minutes) and cached under /var/cache/build2cmake; these
+tests skip, saying why, where it cannot be made (not root, no network to the Debian mirror, ...).
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Managed ROCm toolchains: recipes and their sources, install / list / remove, run inside."""
