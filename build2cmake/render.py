@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 
+from build2cmake import loader_rules
 from build2cmake.fileset import FileSet
 from build2cmake.model import Project
 
@@ -168,6 +169,7 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
     env = environment()
     package = project.package_name
     buildable = list(project.buildable_backends)
+    dependencies = loader_rules.python_dependencies()
     context: dict[str, Any] = {
         "project": project,
         "package": package,
@@ -181,8 +183,14 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
         "metadata_provider_folder": METADATA_PROVIDER_FOLDER,
         "project_version": str(project.version) if project.version is not None else "0",
         "extension_names": [(extension_name(project, b, options.ops_id), b) for b in buildable],
+        # The pip packages build.toml's python-depends stand for (`tvm-ffi` is
+        # `apache-tvm-ffi`), as kernel-builder writes a wheel's requirements; metadata.json
+        # keeps build.toml's names, which the kernels loader checks.
+        "python_requirements": list(dependencies.pip_packages(project.python_depends)),
         "backend_python_depends": [
-            (b, deps) for b, deps in project.backend_python_depends if b in buildable
+            (b, list(dependencies.pip_packages(deps, b)))
+            for b, deps in project.backend_python_depends
+            if b in buildable
         ],
         "stable_abi_min": _stable_abi_min(project, buildable),
         "stable_abi": [

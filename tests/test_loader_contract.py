@@ -631,3 +631,23 @@ def test_compiled_rocm_metadata_passes_kernels_checks_on_its_devices_only(
         ["rocm gfx90a", "rocm gfx940"],
         ["rocm gfx942", "rocm gfx1100"],
     )
+
+
+def test_generated_requirements_name_the_pip_packages_and_metadata_the_loader_names(
+    tmp_path: Path,
+) -> None:
+    """build.toml's `tvm-ffi` is the pip package `apache-tvm-ffi` (the loader's list says so): the
+    generated pyproject.toml requires the package, as kernel-builder's wheels do, while
+    metadata.json keeps the name the loader checks."""
+    build_toml = write_project(
+        tmp_path / "kernel",
+        GENERAL["edition 5"] + 'python-depends = ["tvm-ffi", "einops"]\n',
+    )
+    result = run_cli("generate-torch", build_toml)
+    assert result.returncode == 0, result.stderr
+    pyproject = (build_toml.parent / "pyproject.toml").read_text()
+    assert '"apache-tvm-ffi"' in pyproject and '"einops"' in pyproject, pyproject
+    assert '"tvm-ffi"' not in pyproject, pyproject
+    project = load_project(build_toml)
+    depends = metadata_for(project, "_x", "cpu", [])["python-depends"]
+    assert depends == ["tvm-ffi", "einops"]

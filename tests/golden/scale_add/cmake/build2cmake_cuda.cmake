@@ -42,7 +42,7 @@ option(BUILD2CMAKE_CUDA_CAPABILITIES_OVERRIDE
   "BUILD2CMAKE_CUDA_CAPABILITIES replaces every kernel's cuda-capabilities" OFF)
 
 # The default for kernels without cuda-capabilities: BUILD2CMAKE_CUDA_CAPABILITIES, else the
-# GPUs torch sees, else a list covering current data-centre and desktop GPUs that nvcc supports.
+# GPUs torch sees, else kernel-builder's list for this nvcc.
 function(_build2cmake_default_cuda_capabilities out)
   if(BUILD2CMAKE_CUDA_CAPABILITIES)
     set(${out} ${BUILD2CMAKE_CUDA_CAPABILITIES} PARENT_SCOPE)
@@ -61,9 +61,21 @@ if torch.version.cuda and torch.cuda.is_available():
     set(${out} ${visible} PARENT_SCOPE)
     return()
   endif()
+  # kernel-builder's default capabilities for this nvcc (its torch preamble.cmake), the newest
+  # with PTX as well, so that GPUs of later majors run the kernel too (the kernels loader accepts
+  # "+PTX" on newer devices, plain SASS only on its own major); those nvcc cannot compile are
+  # left out.
+  if(CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 13.0)
+    set(candidates 7.5 8.0 8.6 8.7 8.9 9.0 10.0 11.0 12.0 12.1+PTX)
+  elseif(CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.8)
+    set(candidates 7.0 7.2 7.5 8.0 8.6 8.7 8.9 9.0 10.0 10.1 12.0+PTX)
+  else()
+    set(candidates 7.0 7.2 7.5 8.0 8.6 8.7 8.9 9.0+PTX)
+  endif()
   set(defaults)
-  foreach(capability IN ITEMS 7.5 8.0 8.6 8.9 9.0 10.0 12.0)
-    string(REPLACE "." "" code "${capability}")
+  foreach(capability IN LISTS candidates)
+    string(REGEX REPLACE "\\+PTX$" "" plain "${capability}")
+    string(REPLACE "." "" code "${plain}")
     if("sm_${code}" IN_LIST BUILD2CMAKE_NVCC_SUPPORTED_CODES)
       list(APPEND defaults ${capability})
     endif()
