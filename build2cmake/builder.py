@@ -238,8 +238,9 @@ def _run(
     not_found: list[str] | None = None,
 ) -> None:
     """Run a build step with its output on the terminal (or in `log`); a failure is one clear
-    error. With `not_found`, the output passes through here, and the headers its "'<header>'
-    file not found" errors name are appended to it."""
+    error. With `not_found`, the output passes through here, the headers its "'<header>'
+    file not found" errors name are appended to it, and a failure names the first failing
+    step's own first error (Ninja's `FAILED:` line, then the compiler's or launcher's words)."""
     print(printable("+ " + " ".join(command)), file=log or sys.stdout, flush=True)
     if not_found is None:
         result = subprocess.run(
@@ -253,6 +254,7 @@ def _run(
         returncode = result.returncode
     else:
         out = log or sys.stdout
+        first_error = _FirstError()
         with subprocess.Popen(
             list(command),
             cwd=cwd,
@@ -268,10 +270,42 @@ def _run(
                 match = NOT_FOUND.search(line)
                 if match and len(not_found) < 100:
                     not_found.append(match.group(1))
+                first_error.read(line)
         returncode = process.returncode
+        if returncode != 0 and first_error.text:
+            where = f"; see {log.name}" if log is not None else ""
+            raise Build2CMakeError(
+                f"{what} failed (exit {returncode}); the first failing step, "
+                f"{first_error.step}: {first_error.text}{where}"
+            )
     if returncode != 0:
         where = f"; see {log.name}" if log is not None else "; see its output above"
         raise Build2CMakeError(f"{what} failed (exit {returncode}){where}")
+
+
+class _FirstError:
+    """The first step Ninja reports as failed (`FAILED: <outputs>`) and the first line of its
+    output that says error, as the compiler (or a launcher such as ccache) wrote it."""
+
+    _LOOK_LINES = 200
+    _ERROR = re.compile(r"\berror\b", re.IGNORECASE)
+
+    def __init__(self) -> None:
+        self.step = ""
+        self.text = ""
+        self._looked = 0
+
+    def read(self, line: str) -> None:
+        """Take one line of the build's output."""
+        if self.text or self._looked > self._LOOK_LINES:
+            return
+        if not self.step:
+            if line.startswith("FAILED: "):
+                self.step = line[len("FAILED: ") :].strip()[:200]
+            return
+        self._looked += 1
+        if self._ERROR.search(line) and not line.startswith(("FAILED: ", "ninja: ")):
+            self.text = line.strip()[:300]
 
 
 def compile_project(

@@ -252,3 +252,30 @@ def test_the_sccache_server_does_not_keep_the_build_folder_as_its_temporary_fold
         assert str(generated) not in server.get("TMPDIR", ""), server.get("TMPDIR")
     finally:
         subprocess.run(["sccache", "--stop-server"], capture_output=True, check=False, timeout=60)
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(shutil.which("ccache") is None, reason="no ccache")
+def test_a_cache_that_cannot_write_its_folder_is_not_chosen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HOME unwritable (here a path below a device file, which root cannot write either) and
+    BUILD2CMAKE_CACHE set, as build2cmake's own error advises: ccache and sccache's local cache
+    would fail every compile, so neither is chosen, each with one line why, and the build
+    succeeds."""
+    project = tmp_path / "scale_add"
+    shutil.copytree(FIXTURES / "scale_add", project)
+    for name in ("CCACHE_DIR", "SCCACHE_DIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", "/dev/null/home")
+    monkeypatch.setenv("BUILD2CMAKE_CACHE", str(tmp_path / "b2c-cache"))
+    result = run_cli("build", project / "build.toml", "--backend", "cpu")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (
+        "build2cmake: compiler cache: ccache not used: its cache folder "
+        "'/dev/null/home/.cache/ccache' cannot be written (set CCACHE_DIR" in result.stdout
+    ), result.stdout
+    (line,) = [x for x in result.stdout.splitlines() if "build2cmake: compiler cache: " in x
+               and "not used" not in x]  # fmt: skip
+    unusable = "ccache and sccache" if shutil.which("sccache") else "ccache"
+    assert line.endswith(f"none (the cache folder of {unusable} cannot be written here)"), line
