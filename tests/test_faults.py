@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -193,3 +193,73 @@ def test_a_killed_command_is_undone_by_clean(tmp_path: Path, where: str) -> None
         got.pop("build", None)
         assert got == expected, f"after a kill at write {at}"
         shutil.rmtree(copy)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs (root only), unmounted however the test ends."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def _fill(disk: Path, leave: int) -> Path:
+    """A file that leaves about `leave` bytes of `disk` free."""
+    filler = disk / "filler"
+    free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+    with open(filler, "wb") as f:
+        f.write(b"\0" * max(free - leave, 0))
+    return filler
+
+
+@pytest.mark.parametrize("command", ["generate-torch", "build"])
+def test_a_full_disk_part_way_is_one_error_and_the_rerun_finishes(
+    tmp_path: Path, small_disk: Path, command: str
+) -> None:
+    """The disk fills at every point of generate (over an earlier generate, after an edit of
+    build.toml) and of build (over an earlier variant): each run either succeeds or fails with
+    one error line, never a traceback; once space is freed the same command gives the tree an
+    uninterrupted run gives."""
+    extra = ["--backend", "cpu"] if command == "build" else []
+    reference = tmp_path / "reference" / "project"
+    _generated(reference)
+    _run(reference.parent, command, reference / "build.toml", *extra)
+    expected = _tree(reference.parent)
+    failures = 0
+    for leave in (0, 2048, 8192, 16384, 32768, 65536, 131072):
+        project = small_disk / "project"
+        shutil.rmtree(project, ignore_errors=True)
+        _generated(project)
+        if command == "build":
+            _run(project.parent, "build", project / "build.toml", "--backend", "cpu")
+            (project / "torch-ext" / "noarch_kernel" / "extra.py").write_text("X = 2\n")
+            (reference / "torch-ext" / "noarch_kernel" / "extra.py").write_text("X = 2\n")
+        filler = _fill(small_disk, leave)
+        result = subprocess.run(
+            [sys.executable, "-m", "build2cmake", command, str(project / "build.toml"), *extra],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert "Traceback" not in result.stderr, result.stderr
+        if result.returncode != 0:
+            failures += 1
+            errors = [x for x in result.stderr.splitlines() if x.startswith("build2cmake: error")]
+            assert result.returncode == 2 and len(errors) == 1, result.stderr
+        filler.unlink()
+        _run(project.parent, command, project / "build.toml", *extra)
+        if command == "build":
+            _run(reference.parent, command, reference / "build.toml", *extra)
+            expected = _tree(reference.parent)
+        got = {k: v for k, v in _tree(small_disk).items() if k != "filler"}
+        assert got == expected, f"after a full disk with {leave} bytes left"
+    assert failures > 0, "the disk never filled: the test proves nothing"
