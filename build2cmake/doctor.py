@@ -320,6 +320,12 @@ def _check_rocm(
     toolchains = [c for c in others if c.toolchain is not None]
     ranking = choice.rank(wanted, host, toolchains)
     chosen = ranking.chosen.toolchain if ranking.chosen is not None else None
+    # What $BUILD2CMAKE_TOOLCHAIN asks for is what `build` uses: the host, or that toolchain.
+    asked = (os.environ.get(choice.CHOICE_VARIABLE) or "").strip()
+    if asked == "host":
+        chosen = None
+    elif asked and asked != "auto":
+        chosen = next((c.toolchain for c in toolchains if c.label == asked), chosen)
     installable = [r.name for r in RECIPES if r.name not in {c.label for c in toolchains}]
     install = f"build2cmake toolchain install {installable[-1]}" if installable else ""
     if hip is None:
@@ -350,6 +356,15 @@ def _check_rocm(
             other = ranking.partial or next(c for c in toolchains if c.label == elsewhere[-1])
             partial = other.label
             lost = [a for a in buildable if not other.compiles(a)]
+            if not lost:  # the user kept the build on the host ($BUILD2CMAKE_TOOLCHAIN=host)
+                report.warning(
+                    f"{arch}: {hip.version} at {hip.path} cannot compile it; toolchain "
+                    f"{', '.join(elsewhere)} can, but {choice.CHOICE_VARIABLE}={asked} keeps "
+                    "build2cmake build on the host, which leaves it out",
+                    f"{choice.CHOICE_VARIABLE}={partial} build2cmake build {build_toml}  (or "
+                    f"unset {choice.CHOICE_VARIABLE})",
+                )
+                continue
             report.warning(
                 f"{arch}: {hip.version} at {hip.path} cannot compile it; toolchain "
                 f"{', '.join(elsewhere)} can, but not {', '.join(lost)}, so build2cmake build "
