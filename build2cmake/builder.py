@@ -211,8 +211,10 @@ def rewrite_metadata(folder: ProjectFolder, variant: str, content: bytes, *, own
     replaced, then the new one alone: a kill at any point leaves it recorded as build's."""
     record, _ = read_record(folder)
     if owned:
-        old = record.variants.get(variant, ())
-        record.variants[variant] = (*old[-1:], content_hash(content))
+        # The hash of what is there now (owned: it is one the record lists), and the new one.
+        now = folder.read(f"build/{variant}/metadata.json", RECORD_LIMIT_BYTES, "metadata.json")
+        old = (content_hash(now),) if now is not None else ()
+        record.variants[variant] = (*old, content_hash(content))
         write_record(folder, record)
     folder.write_atomic(f"build/{variant}/metadata.json", content)
     if owned:
@@ -808,8 +810,10 @@ def install_variant(
             metadata = json.loads(metadata_bytes)
             # Intent: the old variant (if ours) or the new one may be in place from here on.
             new_hash = content_hash(metadata_bytes)
-            old_hashes = record.variants.get(variant, ()) if variant in owned else ()
-            record.variants[variant] = (*old_hashes[-1:], new_hash)
+            # The hash of the metadata.json in place now (owned: one the record lists), not the
+            # record's last: after two kills in a row that may be of a variant never swapped in.
+            old_hashes = _metadata_hash(folder, destination) if variant in owned else ()
+            record.variants[variant] = (*old_hashes, new_hash)
             write_record(folder, record)
             _swap_into_place(folder, record, staging, destination)
             record.variants[variant] = (new_hash,)
@@ -846,6 +850,15 @@ def _fill_variant(
     metadata_bytes = (json.dumps(metadata, indent=2) + "\n").encode("utf-8")
     folder.write_atomic(staging / "metadata.json", metadata_bytes)
     return metadata_bytes
+
+
+def _metadata_hash(folder: ProjectFolder, variant: PurePosixPath) -> tuple[str, ...]:
+    """The hash of `variant`'s metadata.json as it is now (none when it cannot be read)."""
+    with contextlib.suppress(Build2CMakeError):
+        data = folder.read(variant / "metadata.json", RECORD_LIMIT_BYTES, "metadata.json")
+        if data is not None:
+            return (content_hash(data),)
+    return ()
 
 
 def _new_staging(folder: ProjectFolder, record: VariantsRecord, variant: str) -> PurePosixPath:

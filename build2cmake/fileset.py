@@ -183,6 +183,8 @@ def write_fileset_locked(fileset: FileSet, folder: ProjectFolder, *, force: bool
     recorded = previous.files
 
     to_write: list[PurePosixPath] = []
+    # The hash of what is there now, for the files generate replaces that are ours.
+    ours_now: dict[str, str] = {}
     unchanged: list[str] = []
     refused: list[str] = []
     project_own: list[PurePosixPath] = []
@@ -204,6 +206,8 @@ def write_fileset_locked(fileset: FileSet, folder: ProjectFolder, *, force: bool
             unchanged.append(str(path))
         elif force or (current is not None and previous.is_ours(str(path), current)):
             to_write.append(path)
+            if current is not None and previous.is_ours(str(path), current):
+                ours_now[str(path)] = content_hash(current)
         elif current is not None and _defines_all(current, fileset.own_copy_defines.get(path, ())):
             project_own.append(path)
         else:
@@ -223,12 +227,13 @@ def write_fileset_locked(fileset: FileSet, folder: ProjectFolder, *, force: bool
         str(p): (content_hash(fileset.files[p]),) for p in fileset if p not in project_own
     }
     # Intent first: until the writes and removals below are done, each file to be written may
-    # hold the old content (ours, when recorded) or the new, and each stale file is still ours.
+    # hold what is there now (when it is ours) or the new content, and each stale file is still
+    # ours. What is there now, not what was recorded: after two kills in a row the record's old
+    # hash may be of content that never reached the file.
     pending = dict(settled)
     for path in to_write:
-        if path not in project_own:
-            old = tuple(h for h in recorded.get(str(path), ()) if h not in settled[str(path)])
-            pending[str(path)] = (*old[-1:], *settled[str(path)])
+        if path not in project_own and str(path) in ours_now:
+            pending[str(path)] = (ours_now[str(path)], *settled[str(path)])
     pending.update({name: recorded[name] for name in stale})
     _write_manifest(folder, Manifest(files=pending))
 

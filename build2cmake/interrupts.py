@@ -55,13 +55,16 @@ class Interrupted(BaseException):
 
 def install() -> None:
     """Make this process the subreaper of its tree and stop the tree on SIGINT, SIGTERM and
-    SIGHUP (raising Interrupted). For the command line only: a library caller keeps its own
-    signal handling."""
+    SIGHUP (raising Interrupted), each unless it was ignored at start. For the command line
+    only: a library caller keeps its own signal handling."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     for signum in SIGNALS:
-        signal.signal(signum, _on_signal)
+        # A signal ignored when build2cmake started stays ignored: `nohup`, or a background job
+        # of a non-interactive shell (SIGINT), asked for the build to outlive it.
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _on_signal)
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:

@@ -119,9 +119,16 @@ def hash_variants(project_dir: Path) -> list[HashResult]:
                 new_digest = digest.digest_of(hashes)
                 changed = metadata.get("digest") != new_digest
                 if changed:
-                    content = (
-                        json.dumps({**metadata, "digest": new_digest}, indent=2) + "\n"
-                    ).encode("utf-8")
+                    try:
+                        text = json.dumps({**metadata, "digest": new_digest}, indent=2)
+                    except (RecursionError, ValueError):
+                        # Nested deeper than the encoder goes (Python 3.12's reads deeper).
+                        raise Build2CMakeError(
+                            f"{project_dir / BUILD / variant / METADATA}: nests too deeply to "
+                            "be written back; it is no metadata.json build2cmake or "
+                            "kernel-builder writes"
+                        ) from None
+                    content = (text + "\n").encode("utf-8")
                     builder.rewrite_metadata(folder, variant, content, owned=variant in owned)
                 results.append(HashResult(variant, len(hashes), changed))
     return results

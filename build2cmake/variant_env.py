@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import http.client
 import json
 import os
 import platform
@@ -40,13 +41,14 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from build2cmake.errors import Build2CMakeError, printable
 from build2cmake.hub_variants import HubVariant
@@ -100,7 +102,7 @@ def index_reachable(url: str, timeout: float = _PROBE_SECONDS) -> bool:
     try:
         with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
             return True
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):
         return False
 
 
@@ -593,7 +595,11 @@ def existing_releases(sources: PackageSources, machine: str | None = None) -> st
     arch = machine or platform.machine()
     try:
         names = _torch_files(sources)
-    except (OSError, ValueError, RecursionError, Build2CMakeError) as error:
+    except (
+        OSError, ValueError, RecursionError, http.client.HTTPException, Build2CMakeError
+    ) as error:  # fmt: skip
+        # http.client's own (a bad status line, a cut-off chunk, too many headers) are not
+        # OSErrors: whatever an index answers is one line here, never an internal error.
         return f" (the releases there could not be listed: {printable(str(error))[:200]})"
     newest: dict[tuple[int, ...], tuple[tuple[int, ...], str]] = {}
     for name in names:
@@ -669,7 +675,7 @@ def _links_of(where: str, *, package_page: bool) -> list[str]:
         )
         try:
             with urllib.request.urlopen(request, timeout=_LISTING_SECONDS) as answer:
-                body = answer.read(_LISTING_LIMIT + 1)
+                body = _read_by(answer, _LISTING_LIMIT + 1, time.monotonic() + _LISTING_SECONDS)
                 kind = answer.headers.get("Content-Type", "")
         except urllib.error.HTTPError as error:
             if package_page and error.code == 404:
@@ -685,3 +691,19 @@ def _links_of(where: str, *, package_page: bool) -> list[str]:
         return [str(f.get("filename", "")) for f in files if isinstance(f, dict)]
     text = body.decode("utf-8", "replace")
     return [urllib.parse.unquote(href.rsplit("/", 1)[-1]) for href in _HREF.findall(text)]
+
+
+def _read_by(answer: Any, limit: int, deadline: float) -> bytes:
+    """Up to `limit` bytes of an HTTP answer, in pieces, giving up at `deadline` (the socket's
+    timeout bounds each read, not a server that sends a byte just within it, forever)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the index took over {_LISTING_SECONDS} s to answer")
+        chunk = answer.read(min(1 << 16, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -263,3 +264,38 @@ def test_a_full_disk_part_way_is_one_error_and_the_rerun_finishes(
         got = {k: v for k, v in _tree(small_disk).items() if k != "filler"}
         assert got == expected, f"after a full disk with {leave} bytes left"
     assert failures > 0, "the disk never filled: the test proves nothing"
+
+
+class _Killed(BaseException):
+    """Stands for SIGKILL in-process: nothing after it runs, no except Exception catches it."""
+
+
+def test_two_kills_in_a_row_leave_generates_own_file_ours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Generate killed before it replaced pyproject.toml, twice, with build.toml edited between:
+    the manifest must still list the content on disk (not only the last intended one), so the
+    third generate replaces the file without --force."""
+    from build2cmake.api import generate_torch
+    from build2cmake.safefs import ProjectFolder
+
+    root = tmp_path / "project"
+    _noarch(root)
+    generate_torch(root / "build.toml")
+    real_write = ProjectFolder.write_atomic
+
+    def killed_at_pyproject(self: ProjectFolder, name: object, *args: object, **kw: object) -> None:
+        if str(name) == "pyproject.toml":
+            raise _Killed
+        real_write(self, name, *args, **kw)  # type: ignore[arg-type]
+
+    toml = root / "build.toml"
+    for version in (2, 3):
+        edited = re.sub(r"version = [0-9]+", f"version = {version}", toml.read_text(), count=1)
+        toml.write_text(edited)
+        with monkeypatch.context() as patch:
+            patch.setattr(ProjectFolder, "write_atomic", killed_at_pyproject)
+            with pytest.raises(_Killed):
+                generate_torch(toml)
+    report = generate_torch(toml)  # no --force
+    assert "pyproject.toml" in report.written

@@ -86,3 +86,34 @@ def test_a_signal_during_a_compile_stops_every_process_then_releases_the_lock(
     )  # fmt: skip
     assert cleaned.returncode == 0, cleaned.stderr
     assert not (scene.project / "build" / "cmake-variant-cpu").exists()
+
+
+def test_a_signal_ignored_at_start_stays_ignored(scene: Scene, tmp_path: Path) -> None:
+    """`nohup build2cmake build ...`: SIGHUP was ignored when build2cmake started, so a hangup
+    does not stop the build; SIGTERM still does."""
+    pids = tmp_path / "compiles.pid"
+    launcher = tmp_path / "slow-compile"
+    launcher.write_text(LAUNCHER.format(pids=pids))
+    launcher.chmod(0o755)
+    build = subprocess.Popen(
+        [sys.executable, "-m", "build2cmake", "build", str(scene.build_toml), "--backend", "cpu",
+         "-D", f"CMAKE_CXX_COMPILER_LAUNCHER={launcher}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not (pids.is_file() and pids.read_text().strip()):
+            assert build.poll() is None, build.communicate()
+            assert time.monotonic() < deadline, "no compile started"
+            time.sleep(0.1)
+        build.send_signal(signal.SIGHUP)
+        time.sleep(2)
+        assert build.poll() is None, build.communicate()
+        assert all(_running(int(pid)) for pid in pids.read_text().split())
+        build.send_signal(signal.SIGTERM)
+        _, err = build.communicate(timeout=60)
+    finally:
+        if build.poll() is None:
+            build.kill()
+    assert build.returncode == 143, err

@@ -14,8 +14,10 @@ import os
 import platform
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 import zipfile
 from pathlib import Path
 
@@ -197,3 +199,35 @@ def test_a_hostile_file_name_on_the_index_never_reaches_the_message(
     listed = existing_releases(index)
     assert listed == "; the torch releases there: 2.14.1, 2.13.0+cpu"
     assert "\x1b" not in listed and "\n" not in listed
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"garbage\r\n\r\n",  # no HTTP status line
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nabc",  # a cut-off chunk
+        b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 120 + b"\r\n",  # too many headers
+    ],
+)
+def test_an_index_answering_broken_http_is_one_line_not_an_internal_error(reply: bytes) -> None:
+    """http.client's own errors are no OSErrors: each is the line that the releases could not
+    be listed (a loopback server that answers once, then closes)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def answer() -> None:
+        connection, _ = server.accept()
+        connection.recv(65536)
+        connection.sendall(reply)
+        connection.close()
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        port = server.getsockname()[1]
+        said = existing_releases(PackageSources(index_url=f"http://127.0.0.1:{port}/simple"))
+    finally:
+        thread.join(timeout=10)
+        server.close()
+    assert said.startswith(" (the releases there could not be listed: "), said
