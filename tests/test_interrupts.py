@@ -5,11 +5,13 @@ group of its own, the case in which a plain kill of build2cmake used to leave it
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,12 +46,13 @@ def _processes_in(folder: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize(
-    ("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
-)
-def test_a_signal_during_a_compile_stops_every_process_then_releases_the_lock(
-    scene: Scene, tmp_path: Path, signum: int, code: int
-) -> None:
+@contextlib.contextmanager
+def compiling(
+    scene: Scene, tmp_path: Path, ignore: signal.Signals | None = None
+) -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
+    """`build2cmake build` of the scene's project, once its first compile (the sleeping
+    launcher) runs: the process and the compiles' pids. Killed however the test ends. With
+    `ignore`, that signal is ignored in it from the start (as nohup does for SIGHUP)."""
     pids = tmp_path / "compiles.pid"
     launcher = tmp_path / "slow-compile"
     launcher.write_text(LAUNCHER.format(pids=pids))
@@ -58,6 +61,7 @@ def test_a_signal_during_a_compile_stops_every_process_then_releases_the_lock(
         [sys.executable, "-m", "build2cmake", "build", str(scene.build_toml), "--backend", "cpu",
          "-D", f"CMAKE_CXX_COMPILER_LAUNCHER={launcher}"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=None if ignore is None else lambda: signal.signal(ignore, signal.SIG_IGN),
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 300
@@ -65,13 +69,23 @@ def test_a_signal_during_a_compile_stops_every_process_then_releases_the_lock(
             assert build.poll() is None, build.communicate()
             assert time.monotonic() < deadline, "no compile started"
             time.sleep(0.1)
-        compiles = [int(line) for line in pids.read_text().split()]
-        assert all(_running(pid) for pid in compiles)
-        build.send_signal(signum)
-        out, err = build.communicate(timeout=60)
+        yield build, [int(line) for line in pids.read_text().split()]
     finally:
         if build.poll() is None:
             build.kill()
+            build.communicate()
+
+
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
+)
+def test_a_signal_during_a_compile_stops_every_process_then_releases_the_lock(
+    scene: Scene, tmp_path: Path, signum: int, code: int
+) -> None:
+    with compiling(scene, tmp_path) as (build, compiles):
+        assert all(_running(pid) for pid in compiles)
+        build.send_signal(signum)
+        out, err = build.communicate(timeout=60)
     assert build.returncode == code, (out, err)
     assert "Traceback" not in err
     assert err.splitlines()[-1].startswith(
@@ -91,29 +105,11 @@ def test_a_signal_during_a_compile_stops_every_process_then_releases_the_lock(
 def test_a_signal_ignored_at_start_stays_ignored(scene: Scene, tmp_path: Path) -> None:
     """`nohup build2cmake build ...`: SIGHUP was ignored when build2cmake started, so a hangup
     does not stop the build; SIGTERM still does."""
-    pids = tmp_path / "compiles.pid"
-    launcher = tmp_path / "slow-compile"
-    launcher.write_text(LAUNCHER.format(pids=pids))
-    launcher.chmod(0o755)
-    build = subprocess.Popen(
-        [sys.executable, "-m", "build2cmake", "build", str(scene.build_toml), "--backend", "cpu",
-         "-D", f"CMAKE_CXX_COMPILER_LAUNCHER={launcher}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 300
-        while not (pids.is_file() and pids.read_text().strip()):
-            assert build.poll() is None, build.communicate()
-            assert time.monotonic() < deadline, "no compile started"
-            time.sleep(0.1)
+    with compiling(scene, tmp_path, ignore=signal.SIGHUP) as (build, compiles):
         build.send_signal(signal.SIGHUP)
         time.sleep(2)
         assert build.poll() is None, build.communicate()
-        assert all(_running(int(pid)) for pid in pids.read_text().split())
+        assert all(_running(pid) for pid in compiles)
         build.send_signal(signal.SIGTERM)
         _, err = build.communicate(timeout=60)
-    finally:
-        if build.poll() is None:
-            build.kill()
     assert build.returncode == 143, err
