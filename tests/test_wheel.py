@@ -128,3 +128,35 @@ def test_the_installed_wheel_installs_the_toolchain_and_builds_gemm_for_gfx942_i
     assert "gfx942" in targets and set(targets) <= {"gfx90a", "gfx940", "gfx942"}, targets
     metadata = json.loads((variant / "metadata.json").read_text())
     assert metadata["backend"]["archs"] == sorted(t.split(":")[0] for t in targets)
+
+
+def test_the_installed_wheel_pip_installs_gemm_for_gfx942_in_a_toolchain(
+    venv: Path, tmp_path: Path
+) -> None:
+    """`pip install -e` in a toolchain, from the wheel alone: pip runs CMake in the Python it is
+    run by, so it runs inside (`build2cmake toolchain run rocm-6.4 -- pip install ...`, the
+    route docs/rocm.md gives; the rocm-6.4 toolchain holds Debian's CPU torch), and the editable
+    build's extension carries gfx942."""
+    listed = _run(venv, "toolchain", "path", "rocm-6.4", cwd=tmp_path)
+    if listed.returncode != 0:
+        pytest.skip("the rocm-6.4 toolchain is not installed here")
+    root = copy_gemm(tmp_path)
+    inside = ("toolchain", "run", "rocm-6.4", "--bind", str(root), "--")
+    generated = _run(venv, *inside, "python", "-m", "build2cmake", "generate-torch", "build.toml",
+                     cwd=root)  # fmt: skip
+    assert generated.returncode == 0, generated.stdout[-2000:] + generated.stderr[-2000:]
+    # gemm declares cpu too, which the toolchain's CPU torch would pick: rocm is named.
+    rocm = ("-C", "cmake.define.BUILD2CMAKE_BACKEND=rocm")
+    installed = _run(venv, *inside, "pip", "install", "--no-build-isolation", *rocm, "-e", ".",
+                     cwd=root)  # fmt: skip
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    libraries = sorted((root / "build" / "cmake").rglob("_gemm_rocm_*.so"))
+    assert libraries, "no extension built"
+    read_back = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "import json, pathlib, sys\nfrom build2cmake.offload import rocm_targets\n"
+         "print(json.dumps(sorted(rocm_targets(pathlib.Path(sys.argv[1])))))", str(libraries[0])],
+        capture_output=True, text=True, cwd=tmp_path, check=True,
+    )  # fmt: skip
+    targets = {t.split(":")[0] for t in json.loads(read_back.stdout)}
+    assert "gfx942" in targets and targets <= {"gfx90a", "gfx942"}, targets
