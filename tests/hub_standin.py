@@ -14,10 +14,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -291,3 +295,22 @@ def _tree(files: dict[str, bytes], under: str, query: dict[str, list[str]]) -> l
             folder = prefix + rest.split("/", 1)[0]
             entries.setdefault(folder, {"type": "directory", "path": folder, "oid": "0" * 40})
     return list(entries.values())
+
+
+def hub_cli(
+    cwd: Path, *args: str | Path, hub: StandInHub | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """The real command line in a fresh interpreter, run in `cwd`, talking to the stand-in Hub
+    `hub` (none: a closed local port), never to the real one: no HF_* variable of the caller's
+    reaches it, and its token and cache are the test's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(
+        HF_ENDPOINT=hub.url if hub is not None else "http://127.0.0.1:9",
+        HF_TOKEN="hf_stand_in_token",
+        HF_HOME=str(cwd / ".hf-home"),
+        HF_HUB_DISABLE_TELEMETRY="1",
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "build2cmake", *map(str, args)],
+        capture_output=True, text=True, cwd=cwd, env=env, check=False, timeout=timeout,
+    )  # fmt: skip

@@ -22,32 +22,13 @@ import pytest
 
 from build2cmake import cli, cli_kernel_builder, completions, digest
 from tests.conftest import FIXTURES
-from tests.hub_standin import StandInHub
+from tests.hub_standin import StandInHub, hub_cli
 
 REPO_ID = "stand-in-org/noarch-kernel"
 VARIANT = "torch-cpu"
 
 
-def _cli(
-    cwd: Path, *args: str | Path, hub: StandInHub | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-    # Nothing reaches the real Hub: the endpoint is the stand-in (or a closed local port).
-    env.update(
-        HF_ENDPOINT=hub.url if hub is not None else "http://127.0.0.1:9",
-        HF_TOKEN="hf_stand_in_token",
-        HF_HOME=str(cwd / ".hf-home"),
-        HF_HUB_DISABLE_TELEMETRY="1",
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "build2cmake", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        check=False,
-        timeout=300,
-    )
+_cli = hub_cli
 
 
 def _ok(result: subprocess.CompletedProcess[str]) -> str:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import os
 import random
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +25,7 @@ import pytest
 
 from build2cmake.nar import NarHasher, nar_sri
 from tests.conftest import FIXTURES
-from tests.hub_standin import StandInHub
+from tests.hub_standin import StandInHub, hub_cli
 
 RELU = "stand-in-org/relu"
 # kernels-data's own test value of an SRI hash.
@@ -88,26 +88,7 @@ def _seed(hub: StandInHub) -> tuple[str, str]:
     return relu_v1, activation
 
 
-def _cli(
-    cwd: Path, *args: str | Path, hub: StandInHub | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-    # Nothing reaches the real Hub: the endpoint is the stand-in (or a closed local port).
-    env.update(
-        HF_ENDPOINT=hub.url if hub is not None else "http://127.0.0.1:9",
-        HF_TOKEN="hf_stand_in_token",
-        HF_HOME=str(cwd / ".hf-home"),
-        HF_HUB_DISABLE_TELEMETRY="1",
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "build2cmake", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        check=False,
-        timeout=120,
-    )
+_cli = functools.partial(hub_cli, timeout=120)
 
 
 def _one_error(result: subprocess.CompletedProcess[str], *needles: str) -> str:

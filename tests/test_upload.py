@@ -12,15 +12,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import FIXTURES
-from tests.hub_standin import StandInHub
+from tests.hub_standin import StandInHub, hub_cli
 
 REPO_ID = "stand-in-org/noarch-kernel"
 
@@ -51,25 +49,7 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def _cli(
-    cwd: Path, *args: str | Path, hub: StandInHub | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-    # Nothing reaches the real Hub: the endpoint is the stand-in (or a closed local port).
-    env.update(
-        HF_ENDPOINT=hub.url if hub is not None else "http://127.0.0.1:9",
-        HF_TOKEN="hf_stand_in_token",
-        HF_HOME=str(cwd / ".hf-home"),
-        HF_HUB_DISABLE_TELEMETRY="1",
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "build2cmake", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        check=False,
-    )
+_cli = hub_cli
 
 
 def _variant_files(root: Path) -> dict[str, bytes]:
