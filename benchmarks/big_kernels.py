@@ -16,13 +16,21 @@ capability to keep the compile short), under a per-project timeout. Per project 
                 .ninja_log)
   critical      the longest chain of the step graph (`ninja -t graph`), each step weighted by its
                 time in the log: no number of cores builds faster than this
-  sum/jobs      the sum of all step times divided by the jobs: no schedule on JOBS cores beats it
-  floor         max(critical, sum/jobs); ninja / floor says how far the schedule is from it
+  sum/cores     the sum of all step times divided by the cores: no schedule on them beats it
+  cpu/cores     the CPU seconds of the build's processes divided by the cores (a step that runs
+                several threads, nvcc --threads, counts each of them: its step time does not)
+  floor         max(critical, sum/cores, cpu/cores); wall / floor and ninja / floor say how far
+                the whole command and the schedule are from it
+  CPU use       CPU seconds / Ninja's span, in % (all cores busy: cores x 100 %)
   peak RSS      the most memory the build's process tree held at once (RSS of every descendant
                 summed, sampled every 0.2 s; shared pages count once per process, so this is an
                 upper bound) and the largest single process
   jobs          the -j asked for, and the most steps the log shows running at once
-  top steps     the longest steps (the "where time goes" list)
+  top steps     the longest steps and the second each started at (the "where time goes" list)
+
+By default no compiler cache is used and compile costs are recorded in a folder of the run's
+own (a cold build that orders its sources by size); --costs-dir keeps them between runs, so the
+second run orders by the first one's seconds.
 
 A build stopped by its timeout still reports the steps that finished; `steps` then reads
 done/total, and `serial est.` scales the finished steps' sum to all of them (an estimate).
@@ -79,6 +87,8 @@ class Report:
     critical_path: list[str] = field(default_factory=list)
     sum_steps_s: float = 0.0
     sum_over_jobs_s: float = 0.0
+    cores: int = 0
+    cpu_s: float = 0.0
     floor_s: float = 0.0
     longest_step_s: float = 0.0
     link_s: float = 0.0
@@ -91,6 +101,7 @@ class Report:
     peak_process_mib: float = 0.0
     peak_process: str = ""
     top_steps: list[tuple[str, float]] = field(default_factory=list)
+    top_starts: list[float] = field(default_factory=list)
     error_tail: str = ""
 
 
@@ -222,6 +233,10 @@ class TreeMemory:
         self.peak_process = ""
         self._stop = threading.Event()
         self._page = os.sysconf("SC_PAGE_SIZE")
+        self._ticks = os.sysconf("SC_CLK_TCK")
+        # CPU seconds of each process seen (pid and start time), as last read: a build's compiles
+        # run under a subreaper (build2cmake's own), so the rusage of reaped children misses them.
+        self._cpu: dict[tuple[int, str], float] = {}
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> TreeMemory:
@@ -248,7 +263,23 @@ class TreeMemory:
             if size > self.peak_process_bytes:
                 self.peak_process_bytes, self.peak_process = size, name
             todo.extend(children.get(pid, ()))
+            self._read_cpu(pid)
         self.peak_bytes = max(self.peak_bytes, total)
+
+    def _read_cpu(self, pid: int) -> None:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as file:
+                fields = file.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return
+        # After the name: state is field 3, utime 14, stime 15, starttime 22 (1-based).
+        self._cpu[(pid, fields[19])] = (int(fields[11]) + int(fields[12])) / self._ticks
+
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU seconds of every process sampled in the tree (each at its last reading: a
+        process's last 0.2 s before it exited are missed)."""
+        return sum(self._cpu.values())
 
 
 def _stop_tree(process: subprocess.Popen[str]) -> None:
@@ -292,6 +323,7 @@ def measure(
     capability: str,
     defines: Sequence[str],
     jobs: int,
+    cores: int,
     timeout: float,
     top: int,
 ) -> Report:
@@ -321,6 +353,8 @@ def measure(
                 _stop_tree(process)
                 returncode = None
     report.wall_s = time.monotonic() - started
+    report.cpu_s = memory.cpu_seconds
+    report.cores = cores
     report.peak_rss_mib = memory.peak_bytes / 2**20
     report.peak_process_mib = memory.peak_process_bytes / 2**20
     report.peak_process = printable(memory.peak_process)
@@ -344,7 +378,7 @@ def measure(
             seconds[fields[3]] = (int(fields[1]) - int(fields[0])) / 1000
     report.ninja_s = max(s.end_s for s in steps) - min(s.start_s for s in steps)
     report.sum_steps_s = sum(s.seconds for s in steps)
-    report.sum_over_jobs_s = report.sum_steps_s / jobs
+    report.sum_over_jobs_s = report.sum_steps_s / cores
     report.longest_step_s = max(s.seconds for s in steps)
     report.link_s = sum(s.seconds for s in steps if s.output.endswith((".so", ".pyd")))
     report.max_parallel = max_parallel(steps)
@@ -369,10 +403,12 @@ def measure(
         longest = max(steps, key=lambda s: s.seconds)
         report.critical_s = longest.seconds + report.link_s
         report.critical_path = [printable(longest.output)]
-    report.floor_s = max(report.critical_s, report.sum_over_jobs_s)
+    report.floor_s = max(report.critical_s, report.sum_over_jobs_s, report.cpu_s / cores)
     report.serial_estimate_s = report.sum_steps_s * report.steps_total / report.steps_done
     ranked = sorted(steps, key=lambda s: s.seconds, reverse=True)[:top]
     report.top_steps = [(printable(s.output), round(s.seconds, 1)) for s in ranked]
+    origin = min(s.start_s for s in steps)
+    report.top_starts = [round(s.start_s - origin, 1) for s in ranked]
     return report
 
 
@@ -390,27 +426,35 @@ def markdown(reports: Sequence[Report], *, machine: str, command: str) -> str:
     lines = [
         f"Machine: {machine}. Command: `{command}`.",
         "",
-        "| project | status | wall (s) | ninja (s) | critical (s) | sum/jobs (s) | floor (s) "
-        "| ninja/floor | steps | serial est. (s) | jobs (max seen) | peak RSS (GiB) "
-        "| largest process (GiB) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| project | status | wall (s) | ninja (s) | critical (s) | sum/cores (s) "
+        "| cpu/cores (s) | floor (s) | ninja/floor | wall/floor | CPU use | steps "
+        "| serial est. (s) | jobs (max seen) | peak RSS (GiB) | largest process (GiB) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in reports:
         # A stopped build's graph figures cover the finished steps only: lower bounds.
         partial = "≥ " if r.steps_done < r.steps_total else ""
         ratio = f"{r.ninja_s / r.floor_s:.2f}" if r.floor_s and not partial else "-"
+        wall_ratio = f"{r.wall_s / r.floor_s:.2f}" if r.floor_s and not partial else "-"
+        use = f"{100 * r.cpu_s / r.ninja_s:.0f} % of {100 * r.cores} %" if r.ninja_s else "-"
         steps = f"{r.steps_done}" + (f"/{r.steps_total}" if partial else "")
         lines.append(
             f"| {_cell(r.project)} | {r.status} | {r.wall_s:.0f} | {partial}{r.ninja_s:.0f} "
             f"| {partial}{r.critical_s:.0f} | {partial}{r.sum_over_jobs_s:.0f} "
-            f"| {partial}{r.floor_s:.0f} | {ratio} "
+            f"| {r.cpu_s / max(r.cores, 1):.0f} | {partial}{r.floor_s:.0f} | {ratio} "
+            f"| {wall_ratio} | {use} "
             f"| {steps} | {r.serial_estimate_s:.0f} | {r.jobs} ({r.max_parallel}) "
             f"| {r.peak_rss_mib / 1024:.1f} | {r.peak_process_mib / 1024:.1f} "
             f"({_cell(r.peak_process)}) |"
         )
     lines.append("")
     for r in reports:
-        top = ", ".join(f"`{_cell(_short(o))}` {s:.0f} s" for o, s in r.top_steps)
+        starts = r.top_starts or [None] * len(r.top_steps)
+        top = ", ".join(
+            f"`{_cell(_short(o))}` {s:.0f} s"
+            + (f" (started at {at:.0f} s)" if at is not None else "")
+            for (o, s), at in zip(r.top_steps, starts, strict=True)
+        )
         lines.append(f"- {_cell(r.project)}: {top or 'no steps recorded'}")
         if r.critical_path:
             chain = " → ".join(f"`{_cell(_short(o))}`" for o in r.critical_path[-4:])
@@ -449,6 +493,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--capability", default="9.0a", help="cuda only; '' keeps build.toml's")
     parser.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--costs-dir", type=Path, help="keep recorded compile costs here")
+    parser.add_argument("--cache", action="store_true", help="let the compiler cache be used")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per project")
     parser.add_argument("--top", type=int, default=5, help="longest steps listed per project")
     parser.add_argument("--work", type=Path, help="keep the build folders here (default: temp)")
@@ -476,6 +523,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="b2c-big-") as temporary:
         work = args.work or Path(temporary)
         work.mkdir(parents=True, exist_ok=True)
+        extra = [f"BUILD2CMAKE_COSTS_DIR={(args.costs_dir or work / 'costs').resolve()}"]
+        if not args.cache:
+            extra.append("BUILD2CMAKE_COMPILER_LAUNCHER=none")
+        args.defines = [*extra, *args.defines]
         for source in sources:
             report = measure(
                 source,
@@ -484,6 +535,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 capability=args.capability,
                 defines=args.defines,
                 jobs=args.jobs,
+                cores=args.cores,
                 timeout=args.timeout,
                 top=args.top,
             )

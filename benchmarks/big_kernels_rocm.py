@@ -237,6 +237,7 @@ def run_inside(args: argparse.Namespace) -> int:
         capability="",
         defines=defines,
         jobs=args.jobs,
+        cores=args.jobs,
         timeout=args.timeout,
         top=args.top,
     )

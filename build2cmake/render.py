@@ -243,6 +243,8 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
         static = rocm_discovery_module().read_text(encoding="utf-8")
         files.add("cmake/build2cmake_find_rocm.cmake", f"# {header}\n{static}")
     files.add("cmake/build2cmake_build_dir.cmake", copied("common/build2cmake_build_dir.cmake"))
+    # Static: the compile order and the cores (build2cmake_torch.cmake runs it).
+    files.add("cmake/build2cmake_schedule.py", copied("common/build2cmake_schedule.py"))
     # Static too: the backend choice for a torch of no declared backend, which `build` also runs.
     files.add("cmake/build2cmake_backend.cmake", copied(BACKEND_CHOICE_MODULE))
     files.add(METADATA_PROVIDER, copied("common/build2cmake_metadata.py"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from build2cmake.api import generate_torch
-from tests.conftest import FIXTURES, requires_rocm_toolchain, run_cli, serving
+from tests.conftest import FIXTURES, requires_nvcc, requires_rocm_toolchain, run_cli, serving
 from tests.test_kernels_hub import copy_project
 
 pytestmark = [
@@ -96,11 +96,10 @@ def two_copies_on_redis(
     monkeypatch.setenv("SCCACHE_REDIS_ENDPOINT", redis_url)
     monkeypatch.setenv("SCCACHE_DIR", str(tmp_path / "sccache-local"))
     monkeypatch.setenv("SCCACHE_SERVER_PORT", str(free_port()))
-    # Paths under either copy hash as relative ones, so the two copies' compiles are the same
-    # compile (as two CI machines that check out to the same path need no such setting).
-    monkeypatch.setenv("SCCACHE_BASEDIRS", f"{first}{os.pathsep}{second}")
+    # No SCCACHE_BASEDIRS: the build's configure starts the server with the project folder as
+    # its base directory, so the two copies' compiles are the same compile.
+    monkeypatch.delenv("SCCACHE_BASEDIRS", raising=False)
     monkeypatch.setenv("SCCACHE_IDLE_TIMEOUT", "0")
-    sccache("--start-server")
     try:
         yield first, second
     finally:
@@ -136,17 +135,21 @@ def test_a_copy_built_in_another_folder_takes_every_object_from_the_remote_cache
 ) -> None:
     first, second = two_copies_on_redis
 
-    sccache("--zero-stats")
+    # Each copy as on a machine of its own: no server runs until the build's configure starts
+    # one (with the project folder as its base directory), and no local cache is shared.
     result, first_variant, first_time = build(first, backend)
     assert "build2cmake: compiler cache: " in result.stdout
-    assert "(SCCACHE_REDIS_ENDPOINT names its remote storage)" in result.stdout
+    assert (
+        "(SCCACHE_REDIS_ENDPOINT names its remote storage; base directory: the project folder)"
+        in " ".join(result.stdout.split())
+    )
     cold = stats()
     # Every compile went through sccache, and nothing was in the (empty) storage yet.
     assert cold["requests"] > 0 and cold["misses"] > 0 and cold["hits"] == 0, cold
 
     # The second folder has no local state of its own; only Redis holds the objects.
+    sccache("--stop-server")
     shutil.rmtree(tmp_path / "sccache-local", ignore_errors=True)
-    sccache("--zero-stats")
     _, second_variant, second_time = build(second, backend)
     warm = stats()
     assert warm["misses"] == 0 and warm["hits"] == cold["misses"], (cold, warm)
@@ -157,6 +160,71 @@ def test_a_copy_built_in_another_folder_takes_every_object_from_the_remote_cache
     for name in extensions:
         assert (first_variant / name).read_bytes() == (second_variant / name).read_bytes(), name
     print(f"cold {first_time:.1f} s ({cold}), warm {second_time:.1f} s ({warm})")
+
+
+def ccache_counts() -> dict[str, int]:
+    printed = subprocess.run(
+        ["ccache", "--print-stats"], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    counts = dict(line.split("\t", 1) for line in printed.splitlines() if "\t" in line)
+    return {
+        "hits": int(counts["direct_cache_hit"]) + int(counts["preprocessed_cache_hit"]),
+        "misses": int(counts["cache_miss"]),
+    }
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(shutil.which("ccache") is None, reason="no ccache")
+def test_a_second_checkout_elsewhere_compiles_nothing_with_ccache_and_no_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two checkouts at different paths, one ccache folder, no base directory set by anyone:
+    the project folder is the base directory of the builds we start."""
+    for name in list(os.environ):
+        if name.startswith(("SCCACHE_", "CCACHE_")) or name.endswith("_COMPILER_LAUNCHER"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("CCACHE_DIR", str(tmp_path / "ccache"))
+    first = copy_project(FIXTURES / "scale_add", tmp_path / "a" / "first")
+    second = copy_project(FIXTURES / "scale_add", tmp_path / "elsewhere" / "b" / "second")
+    result, first_variant, _ = build(first, "cpu")
+    assert "base directory: the project folder" in " ".join(result.stdout.split())
+    subprocess.run(["ccache", "--zero-stats"], capture_output=True, check=True, timeout=60)
+    _, second_variant, took = build(second, "cpu")
+    counts = ccache_counts()
+    assert counts["misses"] == 0 and counts["hits"] >= 2, counts
+    for name in sorted(p.relative_to(first_variant) for p in first_variant.rglob("*.so")):
+        assert (first_variant / name).read_bytes() == (second_variant / name).read_bytes()
+    print(f"second checkout: {took:.1f} s, {counts}")
+
+
+@pytest.mark.skipif(shutil.which("ccache") is None, reason="no ccache")
+@requires_nvcc
+def test_a_second_checkout_elsewhere_takes_its_nvcc_objects_from_ccache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nvcc compiles through ccache hash the working folder unless told not to: with the project
+    folder as base directory they do not, so the CUDA kernel of a second checkout is a hit."""
+    for name in list(os.environ):
+        if name.startswith(("SCCACHE_", "CCACHE_")) or name.endswith("_COMPILER_LAUNCHER"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("CCACHE_DIR", str(tmp_path / "ccache"))
+    for index, where in enumerate((tmp_path / "a", tmp_path / "b" / "deeper")):
+        root = copy_project(FIXTURES / "scale_add", where / "scale_add")
+        generate_torch(root / "build.toml")
+        build_dir = root / "build" / "cuda"
+        launcher = "-DBUILD2CMAKE_COMPILER_LAUNCHER=ccache"
+        command = ["cmake", "-S", str(root), "-B", str(build_dir), "-G", "Ninja",
+                   "-DBUILD2CMAKE_BACKEND=cuda", launcher]  # fmt: skip
+        configured = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert configured.returncode == 0, configured.stdout[-2000:] + configured.stderr[-2000:]
+        subprocess.run(["ccache", "--zero-stats"], capture_output=True, check=True, timeout=60)
+        built = subprocess.run(
+            ["cmake", "--build", str(build_dir), "--target", "kernel_ops_cuda"],
+            capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert built.returncode == 0, built.stdout[-3000:]
+        counts = ccache_counts()
+        assert counts == ({"hits": 0, "misses": 1} if index == 0 else {"hits": 1, "misses": 0})
 
 
 def configure(root: Path, *defines: str) -> subprocess.CompletedProcess[str]:
@@ -190,7 +258,8 @@ def generated(project: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) -
         pytest.param(
             {"SCCACHE_GHA_ENABLED": "false"},
             None,
-            "ccache (installed; sccache's environment names no remote storage)",
+            "ccache (installed; sccache's environment names no remote storage; "
+            "base directory: the project folder)",
             marks=pytest.mark.skipif(shutil.which("ccache") is None, reason="no ccache"),
         ),
     ],

@@ -28,6 +28,7 @@ GENERATED = [
     "cmake/build2cmake_cuda.cmake",
     "cmake/build2cmake_find_rocm.cmake",
     "cmake/build2cmake_rocm.cmake",
+    "cmake/build2cmake_schedule.py",
     "cmake/build2cmake_torch.cmake",
     "pyproject.toml",
     "torch-ext/registration.h",

@@ -99,15 +99,20 @@ if(CMAKE_CUDA_HOST_COMPILER_ID STREQUAL "Clang")
 endif()
 
 # A kernel compiled for several capabilities: nvcc --threads runs its per-capability steps (cicc,
-# ptxas) at once, up to BUILD2CMAKE_NVCC_THREADS (1: one after the other). The kernels' compiles
-# run in a Ninja pool sized from the memory free at configure: one compile per 4 GB per thread
-# that the project's kernels use (the most --threads of any of them, 1 where every kernel has one
-# capability). 4 GB: kernels-community's flash-attn2 held 62.6 GiB with 14 one-capability compiles
-# running (RSS summed, an upper bound), its largest cicc 6.3 GiB (benchmarks/RESULTS.md, "Big
-# kernels"). BUILD2CMAKE_CUDA_JOBS of one's own wins (see build2cmake_torch.cmake for the C++ pool).
-set(BUILD2CMAKE_NVCC_THREADS 4 CACHE STRING
-  "nvcc --threads for a kernel with several capabilities: at most this many (1: off)")
-if(NOT BUILD2CMAKE_NVCC_THREADS MATCHES "^[1-9][0-9]?$")
+# ptxas) at once, one thread per -gencode, so a source's compile lasts as long as its slowest
+# capability, not the sum of them (BUILD2CMAKE_NVCC_THREADS caps the threads; 1: one after the
+# other). The kernels' compiles run in a Ninja pool that counts those threads against the cores
+# and the memory free at configure: cores / threads compiles, and one per 4 GB per thread.
+# 4 GB: kernels-community's flash-attn2 held 62.6 GiB with 14 one-capability compiles running
+# (RSS summed, an upper bound), its largest cicc 6.3 GiB (benchmarks/README.md, "Big kernels").
+# BUILD2CMAKE_CUDA_JOBS of one's own wins (see build2cmake_torch.cmake for the C++ pool).
+set(BUILD2CMAKE_NVCC_THREADS "" CACHE STRING
+  "nvcc --threads for a kernel with several capabilities: at most this many (1: off; default: one per -gencode, up to the cores)")
+if(BUILD2CMAKE_NVCC_THREADS STREQUAL "")
+  set(_b2c_nvcc_thread_cap ${BUILD2CMAKE_CORE_COUNT})
+elseif(BUILD2CMAKE_NVCC_THREADS MATCHES "^[1-9][0-9]?$")
+  set(_b2c_nvcc_thread_cap ${BUILD2CMAKE_NVCC_THREADS})
+else()
   message(FATAL_ERROR "BUILD2CMAKE_NVCC_THREADS=${BUILD2CMAKE_NVCC_THREADS}: expected a number "
     "of threads from 1 (off) to 99")
 endif()
@@ -125,12 +130,17 @@ function(_build2cmake_cuda_pool)
   else()
     get_property(threads GLOBAL PROPERTY BUILD2CMAKE_NVCC_MOST_THREADS)
     math(EXPR jobs "${BUILD2CMAKE_FREE_MEMORY_MB} / (${BUILD2CMAKE_NVCC_THREAD_MB} * ${threads})")
+    math(EXPR by_cores "${BUILD2CMAKE_CORE_COUNT} / ${threads}")
+    if(by_cores LESS jobs)
+      set(jobs ${by_cores})
+    endif()
     if(jobs LESS 1)
       set(jobs 1)
     endif()
-    message(STATUS "build2cmake: CUDA kernels compile ${jobs} at once (Ninja pool: "
-      "${BUILD2CMAKE_FREE_MEMORY_MB} MB free / ${BUILD2CMAKE_NVCC_THREAD_MB} MB per nvcc thread, "
-      "${threads} thread(s); -DBUILD2CMAKE_CUDA_JOBS=N to choose)")
+    message(STATUS "build2cmake: CUDA kernels compile ${jobs} at once, ${threads} nvcc "
+      "thread(s) each (Ninja pool: ${BUILD2CMAKE_CORE_COUNT} cores, "
+      "${BUILD2CMAKE_FREE_MEMORY_MB} MB free / ${BUILD2CMAKE_NVCC_THREAD_MB} MB per thread; "
+      "-DBUILD2CMAKE_CUDA_JOBS=N to choose)")
   endif()
   set_property(GLOBAL APPEND PROPERTY JOB_POOLS build2cmake_cuda=${jobs})
 endfunction()
@@ -238,8 +248,8 @@ function(build2cmake_add_cuda_kernel extension target)
     endif()
   endforeach()
   list(LENGTH gencode threads)
-  if(threads GREATER BUILD2CMAKE_NVCC_THREADS)
-    set(threads ${BUILD2CMAKE_NVCC_THREADS})
+  if(threads GREATER _b2c_nvcc_thread_cap)
+    set(threads ${_b2c_nvcc_thread_cap})
   endif()
   if(threads GREATER 1)  # with the -gencode options it parallelises
     list(APPEND gencode "--threads=${threads}")

@@ -113,9 +113,13 @@ function(build2cmake_configure_extension_rocm extension)
 endfunction()
 
 # HIP compiles with several --offload-arch take ~1-2 GB each: a Ninja pool keeps their number to
-# what memory allows (one per 3 GB), however many cores Ninja would otherwise use.
+# what memory allows (one per 3 GB) and to the cores (clang compiles a source's archs one after
+# the other, in one process), however many Ninja would otherwise run.
 cmake_host_system_information(RESULT _b2c_memory_mb QUERY TOTAL_PHYSICAL_MEMORY)
 math(EXPR _b2c_hip_jobs "${_b2c_memory_mb} / 3072")
+if(_b2c_hip_jobs GREATER BUILD2CMAKE_CORE_COUNT)
+  set(_b2c_hip_jobs ${BUILD2CMAKE_CORE_COUNT})
+endif()
 if(_b2c_hip_jobs LESS 1)
   set(_b2c_hip_jobs 1)
 endif()
@@ -181,8 +185,6 @@ endfunction()
 # (never the project), with the project headers it includes; the HIP compiler then compiles the
 # result. A depfile lists every header read, so editing one re-hipifies what includes it, and an
 # unchanged result is not rewritten (nothing recompiles). Sets ${out} to the sources to compile.
-set(_b2c_run_script
-  "import runpy, sys; del sys.argv[0]; runpy.run_path(sys.argv[0], run_name='__main__')")
 function(_build2cmake_hipify target out)
   cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "SOURCES;INCLUDES")
   set(root "${CMAKE_BINARY_DIR}/hipified")

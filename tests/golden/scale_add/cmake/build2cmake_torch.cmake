@@ -120,24 +120,73 @@ else()
     string(APPEND _b2c_why "; ${_b2c_sccache_remote} names its remote storage")
   endif()
 endif()
+# The project folder is the cache's base directory: paths under it hash as relative ones, so a
+# second checkout anywhere (another CI runner, a worktree) gets the first one's objects. One the
+# user set (CCACHE_BASEDIR or ccache's base_dir; SCCACHE_BASEDIRS) wins.
+set(_b2c_cache_env "")
+set(_b2c_costs_cache_folder "")
 if(DEFINED _b2c_launcher)
+  get_filename_component(_b2c_launcher_name "${_b2c_launcher}" NAME)
+  if(_b2c_launcher_name MATCHES "^s?ccache$")
+    _b2c_cache_folder("${_b2c_launcher}" ${_b2c_launcher_name} _b2c_costs_cache_folder)
+  endif()
+  if(_b2c_launcher_name STREQUAL "ccache" AND "$ENV{CCACHE_BASEDIR}" STREQUAL "")
+    execute_process(COMMAND "${_b2c_launcher}" -k base_dir OUTPUT_VARIABLE _b2c_base
+      OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET TIMEOUT 30)
+    if(_b2c_base STREQUAL "")
+      # ccache hashes the working folder (the build folder) of an nvcc compile: not with a base
+      # directory, where the relative paths are what tells two compiles apart.
+      set(_b2c_cache_env "CCACHE_BASEDIR=${CMAKE_SOURCE_DIR}" CCACHE_NOHASHDIR=1)
+      string(APPEND _b2c_why "; base directory: the project folder")
+    endif()
+  elseif(_b2c_launcher_name STREQUAL "sccache" AND "$ENV{SCCACHE_BASEDIRS}" STREQUAL "")
+    # sccache reads its base directories when its server starts: the server started here (and
+    # one a compile starts, through the launcher's environment) has the project folder.
+    set(_b2c_cache_env "SCCACHE_BASEDIRS=${CMAKE_SOURCE_DIR}")
+    string(APPEND _b2c_why "; base directory: the project folder")
+  endif()
   message(STATUS "build2cmake: compiler cache: ${_b2c_launcher} (${_b2c_why})")
   # sccache compiles in a server that outlives the build. Started by a compile, it would keep
   # that build folder's TMPDIR (below) for its own temporary folders (nvcc's pieces) and write
   # into this project while it compiles others. Started here, without that TMPDIR, it uses the
   # system's; a server already running is left as it is (the start then fails, quietly).
-  get_filename_component(_b2c_launcher_name "${_b2c_launcher}" NAME)
   if(_b2c_launcher_name STREQUAL "sccache")
     execute_process(
-      COMMAND "${CMAKE_COMMAND}" -E env --unset=TMPDIR "${_b2c_launcher}" --start-server
+      COMMAND "${CMAKE_COMMAND}" -E env --unset=TMPDIR ${_b2c_cache_env}
+        "${_b2c_launcher}" --start-server
       RESULT_VARIABLE _b2c_ignored OUTPUT_QUIET ERROR_QUIET TIMEOUT 60)
+    if(_b2c_cache_env)
+      # A server started earlier keeps its own base directories: say so, and how to renew it.
+      execute_process(COMMAND "${_b2c_launcher}" --show-stats --stats-format=json
+        OUTPUT_VARIABLE _b2c_stats ERROR_QUIET RESULT_VARIABLE _b2c_status TIMEOUT 60)
+      set(_b2c_found FALSE)
+      if(_b2c_status EQUAL 0)
+        string(JSON _b2c_count ERROR_VARIABLE _b2c_error LENGTH "${_b2c_stats}" basedirs)
+        if(NOT _b2c_error AND _b2c_count GREATER 0)
+          math(EXPR _b2c_last "${_b2c_count} - 1")
+          foreach(_b2c_index RANGE ${_b2c_last})
+            string(JSON _b2c_dir GET "${_b2c_stats}" basedirs ${_b2c_index})
+            if("${CMAKE_SOURCE_DIR}/" STREQUAL _b2c_dir OR CMAKE_SOURCE_DIR STREQUAL _b2c_dir)
+              set(_b2c_found TRUE)
+            endif()
+          endforeach()
+        endif()
+      endif()
+      if(NOT _b2c_found)
+        message(STATUS "build2cmake: compiler cache: the sccache server already running was "
+          "started with other base directories, so objects are shared only with builds at "
+          "this same path; `sccache --stop-server` lets the next build start one for this "
+          "project")
+      endif()
+    endif()
   endif()
 else()
   message(STATUS "build2cmake: compiler cache: none (${_b2c_why})")
 endif()
 # In front of every compile and link (and of the cache): TMPDIR in the build folder (see
-# CMakeLists.txt), as the build runs them with the environment it was started in.
-set(_b2c_tmpdir "${CMAKE_COMMAND}" -E env "TMPDIR=${BUILD2CMAKE_TMPDIR}")
+# CMakeLists.txt), as the build runs them with the environment it was started in, and the
+# cache's base directory.
+set(_b2c_tmpdir "${CMAKE_COMMAND}" -E env "TMPDIR=${BUILD2CMAKE_TMPDIR}" ${_b2c_cache_env})
 foreach(_b2c_lang IN ITEMS CXX HIP CUDA)
   if(NOT DEFINED CMAKE_${_b2c_lang}_COMPILER_LAUNCHER
      AND NOT DEFINED ENV{CMAKE_${_b2c_lang}_COMPILER_LAUNCHER})
@@ -148,21 +197,6 @@ foreach(_b2c_lang IN ITEMS CXX HIP CUDA)
     set(CMAKE_${_b2c_lang}_LINKER_LAUNCHER ${_b2c_tmpdir})
   endif()
 endforeach()
-
-# Compiles run in Ninja pools sized from the memory free at the first configure, however many
-# cores Ninja would otherwise use, so a many-core machine with little memory does not swap. C++:
-# one compile per 2 GB (g++ 12 peaks at 1.4 GB on a binding that includes <torch/extension.h>).
-# HIP and CUDA kernels have pools of their own (BUILD2CMAKE_HIP_JOBS, BUILD2CMAKE_CUDA_JOBS).
-# Other generators ignore pools.
-cmake_host_system_information(RESULT BUILD2CMAKE_FREE_MEMORY_MB QUERY AVAILABLE_PHYSICAL_MEMORY)
-math(EXPR _b2c_compile_jobs "${BUILD2CMAKE_FREE_MEMORY_MB} / 2048")
-if(_b2c_compile_jobs LESS 1)
-  set(_b2c_compile_jobs 1)
-endif()
-set(BUILD2CMAKE_COMPILE_JOBS "${_b2c_compile_jobs}" CACHE STRING
-  "C++ compiles run at once (Ninja pool; default: one per 2 GB of free memory)")
-set_property(GLOBAL APPEND PROPERTY JOB_POOLS build2cmake_compile=${BUILD2CMAKE_COMPILE_JOBS})
-set(CMAKE_JOB_POOL_COMPILE build2cmake_compile)
 
 # A compile that crashes clang leaves its preprocessed source and a script to rerun it in its
 # temporary folder (the build folder's tmp/ above; $TMPDIR, outside the project, where a launcher
@@ -233,6 +267,136 @@ endif()
 # sysconfig.py, a json.py) would run in place of the standard library's. Not `python -I`, which
 # would also drop PYTHONPATH, through which pip's build isolation provides torch.
 set(BUILD2CMAKE_PYTHON_WORKING_DIRECTORY "/")
+# Scripts of ours the build runs (cmake/*.py) start from that neutral folder too: run_path runs
+# the file without putting its own folder (the project's cmake/) first on sys.path.
+set(_b2c_run_script
+  "import runpy, sys; del sys.argv[0]; runpy.run_path(sys.argv[0], run_name='__main__')")
+set(BUILD2CMAKE_SCHEDULE_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/build2cmake_schedule.py")
+
+# The schedule (build2cmake_schedule.py): compiles never ask for more cores than this process may
+# use (its CPU affinity within its cgroup's quota) nor more memory than is free, and each kernel's
+# sources are listed longest first, so Ninja starts them first. BUILD2CMAKE_CORES of one's own
+# wins (a build cluster's slots: see dist_jobs.py).
+set(BUILD2CMAKE_CORES "" CACHE STRING "Cores the compiles may use (default: this process's CPUs)")
+if(BUILD2CMAKE_CORES STREQUAL "")
+  execute_process(COMMAND "${Python_EXECUTABLE}" -c "${_b2c_run_script}"
+      "${BUILD2CMAKE_SCHEDULE_SCRIPT}" cores
+    WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
+    OUTPUT_VARIABLE _b2c_cores ERROR_QUIET TIMEOUT 60)
+  if(NOT _b2c_cores MATCHES "^[1-9][0-9]*$")
+    cmake_host_system_information(RESULT _b2c_cores QUERY NUMBER_OF_LOGICAL_CORES)
+  endif()
+elseif(BUILD2CMAKE_CORES MATCHES "^[1-9][0-9]?[0-9]?[0-9]?$")
+  set(_b2c_cores "${BUILD2CMAKE_CORES}")
+else()
+  message(FATAL_ERROR "BUILD2CMAKE_CORES=${BUILD2CMAKE_CORES}: expected a number of cores from 1 "
+    "to 9999")
+endif()
+set(BUILD2CMAKE_CORE_COUNT "${_b2c_cores}")
+
+# Compiles run in Ninja pools sized from the cores and the memory free at the first configure,
+# whichever allows fewer, so a many-core machine with little memory does not swap and a
+# compile never waits for a core another compile of this build holds. C++: one compile per
+# 2 GB (g++ 12 peaks at 1.4 GB on a binding that includes <torch/extension.h>). HIP and CUDA
+# kernels have pools of their own (BUILD2CMAKE_HIP_JOBS, BUILD2CMAKE_CUDA_JOBS), which count the
+# threads each compile runs. Other generators ignore pools.
+cmake_host_system_information(RESULT BUILD2CMAKE_FREE_MEMORY_MB QUERY AVAILABLE_PHYSICAL_MEMORY)
+math(EXPR _b2c_compile_jobs "${BUILD2CMAKE_FREE_MEMORY_MB} / 2048")
+if(_b2c_compile_jobs GREATER BUILD2CMAKE_CORE_COUNT)
+  set(_b2c_compile_jobs ${BUILD2CMAKE_CORE_COUNT})
+endif()
+if(_b2c_compile_jobs LESS 1)
+  set(_b2c_compile_jobs 1)
+endif()
+set(BUILD2CMAKE_COMPILE_JOBS "${_b2c_compile_jobs}" CACHE STRING
+  "C++ compiles run at once (Ninja pool; default: the cores, at most one per 2 GB of free memory)")
+set_property(GLOBAL APPEND PROPERTY JOB_POOLS build2cmake_compile=${BUILD2CMAKE_COMPILE_JOBS})
+set(CMAKE_JOB_POOL_COMPILE build2cmake_compile)
+
+# Each compile's seconds are recorded after a build, beside the compiler cache's objects (a CI
+# that keeps its cache keeps them too), for the next build's order: in the cache's folder, else
+# in $XDG_CACHE_HOME/build2cmake (~/.cache/build2cmake). BUILD2CMAKE_COSTS_DIR names another
+# folder; OFF records nothing and orders by size alone. The file is ours alone: its name is the
+# package's and the backend's, its lines numbers and relative paths, read bounded.
+set(BUILD2CMAKE_COSTS_DIR "" CACHE STRING
+  "Folder of recorded compile times (default: beside the compiler cache; OFF: none)")
+if(BUILD2CMAKE_COSTS_DIR STREQUAL "")
+  if(_b2c_costs_cache_folder)
+    set(_b2c_costs_dir "${_b2c_costs_cache_folder}/build2cmake-costs")
+  elseif(DEFINED ENV{XDG_CACHE_HOME} AND IS_ABSOLUTE "$ENV{XDG_CACHE_HOME}")
+    set(_b2c_costs_dir "$ENV{XDG_CACHE_HOME}/build2cmake/costs")
+  elseif(DEFINED ENV{HOME} AND IS_ABSOLUTE "$ENV{HOME}")
+    set(_b2c_costs_dir "$ENV{HOME}/.cache/build2cmake/costs")
+  else()
+    set(_b2c_costs_dir "")
+  endif()
+elseif(NOT BUILD2CMAKE_COSTS_DIR)  # OFF, NONE, FALSE, 0
+  set(_b2c_costs_dir "")
+elseif(IS_ABSOLUTE "${BUILD2CMAKE_COSTS_DIR}")
+  set(_b2c_costs_dir "${BUILD2CMAKE_COSTS_DIR}")
+else()
+  message(FATAL_ERROR "BUILD2CMAKE_COSTS_DIR=${BUILD2CMAKE_COSTS_DIR}: expected an absolute "
+    "folder, or OFF to record no compile times")
+endif()
+set(BUILD2CMAKE_COSTS_FOLDER "${_b2c_costs_dir}")
+
+# The costs file of this package's build for the selected backend ("" when none is kept).
+function(_build2cmake_costs_file out)
+  if(BUILD2CMAKE_COSTS_FOLDER)
+    set(${out} "${BUILD2CMAKE_COSTS_FOLDER}/${BUILD2CMAKE_PACKAGE}-${BUILD2CMAKE_SELECTED_BACKEND}.tsv"
+      PARENT_SCOPE)
+  else()
+    set(${out} "" PARENT_SCOPE)
+  endif()
+endfunction()
+
+# `sources` of `target`, longest first (see build2cmake_schedule.py); as listed where the script
+# gives no answer.
+function(_build2cmake_schedule_order target out)
+  set(sources ${ARGN})
+  list(LENGTH sources count)
+  if(count LESS 2)
+    set(${out} ${sources} PARENT_SCOPE)
+    return()
+  endif()
+  _build2cmake_costs_file(costs)
+  set(includes)
+  foreach(folder IN LISTS BUILD2CMAKE_PROJECT_INCLUDES)
+    list(APPEND includes --include "${folder}")
+  endforeach()
+  execute_process(COMMAND "${Python_EXECUTABLE}" -c "${_b2c_run_script}"
+      "${BUILD2CMAKE_SCHEDULE_SCRIPT}" order --costs "${costs}"
+      --source-dir "${CMAKE_CURRENT_SOURCE_DIR}" --binary-dir "${CMAKE_CURRENT_BINARY_DIR}"
+      --include "${BUILD2CMAKE_PROJECT_DIR}" ${includes} -- ${sources}
+    WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
+    OUTPUT_VARIABLE answer RESULT_VARIABLE status ERROR_VARIABLE error TIMEOUT 120)
+  string(REPLACE "\n" ";" lines "${answer}")
+  list(LENGTH lines parts)
+  set(ranked)
+  if(status EQUAL 0 AND parts EQUAL 2)
+    list(GET lines 0 indices)
+    list(GET lines 1 how)
+    string(REPLACE "," ";" indices "${indices}")
+  endif()
+  set(ordered)
+  if(status EQUAL 0 AND parts EQUAL 2 AND answer MATCHES "^[0-9]+(,[0-9]+)*\n")
+    foreach(index IN LISTS indices)
+      if(index LESS count)
+        list(GET sources ${index} source)
+        list(APPEND ordered "${source}")
+      endif()
+    endforeach()
+  endif()
+  list(LENGTH ordered kept)
+  if(NOT kept EQUAL count)
+    string(STRIP "${error}" error)
+    message(STATUS "build2cmake: ${target}: sources in build.toml's order (${error})")
+    set(${out} ${sources} PARENT_SCOPE)
+    return()
+  endif()
+  message(STATUS "build2cmake: ${target}: ${count} sources, longest first ${how}")
+  set(${out} ${ordered} PARENT_SCOPE)
+endfunction()
 
 # One interpreter call answers everything the build asks of Python and torch: the Python version,
 # its headers, the abi3 module suffix, and torch's version, backend and CMake package. It reads
@@ -646,6 +810,16 @@ function(build2cmake_add_extension name)
       "${CMAKE_BINARY_DIR}/build2cmake-rebuilt" "${name}"
     WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
     VERBATIM)
+  # Each compile's seconds, from Ninja's log, for the next build's order (see
+  # build2cmake_schedule.py; it never fails the build).
+  _build2cmake_costs_file(costs)
+  if(costs AND CMAKE_GENERATOR MATCHES "Ninja")
+    add_custom_command(TARGET ${name} POST_BUILD
+      COMMAND "${Python_EXECUTABLE}" -c "${_b2c_run_script}" "${BUILD2CMAKE_SCHEDULE_SCRIPT}"
+        record --costs "${costs}" --build-dir "${CMAKE_BINARY_DIR}"
+      WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
+      VERBATIM)
+  endif()
   if(BUILD2CMAKE_TORCH_BACKEND STREQUAL BUILD2CMAKE_SELECTED_BACKEND)
     # torch itself was built for this backend, so bindings may use its GPU runtime API (current
     # stream, device guards); a ROCm or CUDA build compiled against a CPU torch may not.
@@ -675,6 +849,8 @@ function(build2cmake_kernel_library target out_sources)
   set(compiled ${ARGN})
   list(FILTER compiled EXCLUDE REGEX "\\.(h|hh|hpp|hxx|cuh|inc|inl|tcc)$")
   if(compiled)
+    # Longest first: Ninja starts this target's compiles in the order listed here.
+    _build2cmake_schedule_order(${target} compiled ${compiled})
     add_library(${target} OBJECT ${compiled})
   else()
     add_library(${target} INTERFACE)
