@@ -1,81 +1,241 @@
-"""Red team, second round, review of the new code paths: the ROCm chroot builds, native upload,
-provenance, the kernel card, folder marks and the configure-time scans.
+"""What may be read: files of the project, as regular files, bounded in size, depth and time.
 
-Each test plants what a stranger's clone can hold and checks that nothing of it runs (planted
-code leaves a marker if it does), nothing outside the project changes (a sentinel tree stays
-byte-identical) and every hang case runs under a time limit.
+Records and metadata.json that are FIFOs, devices, folders or huge; a build.toml that costs the
+TOML parser minutes; include folders, build folders and package trees too deep or with names that
+are not UTF-8; package Python too deep for the parser; headers, cards, git folders and files of
+build/ planted as links or FIFOs; the rebuild note the generated `_ops.py` prints. Each is one
+clear error or passed over, never a hang, a traceback, a read outside the project or a byte of
+it sent to the Hub. Each test plants what a stranger's clone can hold next to a sentinel tree
+that must stay byte-identical; every hang case runs under a time limit.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import zipfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from build2cmake.api import generate_torch
 from build2cmake.config import load_project
-from tests.conftest import FIXTURES, REPO, requires_rocm_toolchain
+from build2cmake.errors import Build2CMakeError
+from build2cmake.fileset import MANIFEST_NAME
+from build2cmake.safefs import RECORD_LIMIT_BYTES, read_regular_file
+from tests.conftest import FIXTURES, requires_rocm_toolchain
 from tests.hub_standin import StandInHub
-from tests.security import Scene, assert_one_user_error, cli, state
+from tests.security import (
+    Scene,
+    assert_one_user_error,
+    cli,
+    load_provider,
+    make_universal,
+    state,
+)
 from tests.test_upload import REPO_ID, _cli
 
 # test_upload's fixtures, by name (request.getfixturevalue): a built project and the stand-in.
 from tests.test_upload import hub as hub
 from tests.test_upload import project as project
 
-CHROOT_SCRIPT = REPO / "scripts" / "rocm-chroot.sh"
+# Records build2cmake wrote, read back: the manifest, the variants record --------------------------
 
 
-def _rocm72_chroot() -> None:
-    """Skip (saying why) unless the cached ROCm 7.2 chroot of scripts/rocm-chroot.sh is usable."""
-    if sys.platform != "linux" or os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("the ROCm chroot needs root on Linux and unshare")
-    info = subprocess.run(
-        ["bash", str(CHROOT_SCRIPT), "info", "rocm72"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if info.returncode != 0:
-        pytest.skip(f"no cached ROCm 7.2 chroot: {info.stderr.strip()}")
+VARIANTS = "build/.build2cmake-variants.json"
 
 
-@pytest.mark.rocm
-@pytest.mark.compile
-def test_chroot_build_runs_no_build2cmake_package_planted_in_the_project(tmp_path: Path) -> None:
-    """`build --variants` of a ROCm variant whose ROCm is in a chroot runs build2cmake again in
-    there, as root, from the project folder. `python -m build2cmake` puts the current folder first
-    on sys.path, so a `build2cmake/` package in the clone ran instead of ours (as root, with the
-    host's /dev and /sys mounted in the chroot, and the cached chroot writable)."""
-    _rocm72_chroot()
-    from tests.test_gemm_project import copy_gemm
+def plant(path: Path, kind: str, sentinel: Path) -> None:
+    """Put a hostile non-file at `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "outside-link":
+        path.symlink_to(sentinel / "precious.txt")
+    elif kind == "huge":
+        with open(path, "wb") as f:
+            f.truncate(RECORD_LIMIT_BYTES + 1)  # sparse: costs no disk
 
-    root = copy_gemm(tmp_path)
-    planted = root / "build2cmake"
-    planted.mkdir()
-    marker = root / "PLANTED-RAN"
-    code = f"open({str(marker)!r}, 'w').write('ran')\nimport os\nos._exit(0)\n"
-    (planted / "__init__.py").write_text(code)
-    (planted / "__main__.py").write_text(code)
-    # An empty local index: the real build in the chroot fails fast (no torch) once it starts.
-    empty_index = tmp_path / "empty-index"
-    empty_index.mkdir()
-    result = subprocess.run(
-        [sys.executable, "-P", "-m", "build2cmake", "build", str(root / "build.toml"),
-         "--variants", "torch2.13-rocm72", "-j", "1", "--index-url", str(empty_index)],
-        cwd="/", capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    assert not marker.exists(), result.stdout + result.stderr
-    assert "Traceback" not in result.stderr
-    # Ours ran in the chroot and failed for want of a torch (no variant was built).
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "in the chroot rocm72" in result.stdout, result.stdout
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "folder", "outside-link", "huge"])
+def test_hostile_manifest_is_one_error_without_hanging(scene: Scene, kind: str) -> None:
+    plant(scene.project / MANIFEST_NAME, kind, scene.sentinel)
+    before = state(scene.project)
+    for command in ("clean", "generate-torch"):
+        result = cli(command, scene.build_toml, timeout=30)  # a hang fails here
+        assert_one_user_error(result, MANIFEST_NAME)
+        if kind == "huge":
+            assert f"the limit is {RECORD_LIMIT_BYTES} bytes" in result.stderr
+        assert state(scene.project) == before  # refused before any write
+    scene.assert_sentinel_untouched()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "folder", "outside-link", "huge"])
+def test_hostile_variants_record_is_ignored_with_a_warning(scene: Scene, kind: str) -> None:
+    generate_torch(scene.build_toml)
+    plant(scene.project / VARIANTS, kind, scene.sentinel)
+    result = cli("clean", scene.build_toml, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert "warning: ignoring the variants record" in result.stderr
+    scene.assert_sentinel_untouched()
+    assert not (scene.project / "CMakeLists.txt").exists()
+
+
+def test_read_regular_file_refuses_what_is_not_a_small_regular_file(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    outside = tmp_path / "secret"
+    outside.write_text("secret")
+    (project / "ok").write_bytes(b"x" * 10)
+    (project / "inside-link").symlink_to("ok")
+    (project / "outside-link").symlink_to(outside)
+    os.mkfifo(project / "fifo")
+    (project / "folder").mkdir()
+    assert read_regular_file(project / "ok", 10, "build.toml") == b"x" * 10
+    assert read_regular_file(project / "inside-link", 10, "build.toml") == b"x" * 10
+    cases = {
+        "ok": ("limit is 9 bytes", 9),
+        "outside-link": ("outside", 100),
+        "fifo": ("a FIFO", 100),
+        "folder": ("a folder", 100),
+        "missing": ("cannot read build.toml", 100),
+    }
+    for name, (message, limit) in cases.items():
+        with pytest.raises(Build2CMakeError, match=message) as caught:
+            read_regular_file(project / name, limit, "build.toml")
+        assert str(caught.value).startswith(str(project / name))
+    with pytest.raises(Build2CMakeError, match="a device"):
+        read_regular_file(Path("/dev/zero"), 100, "build.toml", root=Path("/dev"))
+    with pytest.raises(Build2CMakeError, match="cannot read"):
+        read_regular_file(project / "a\0b", 100, "build.toml")
+
+
+def test_a_manifest_of_a_wrong_shape_is_not_a_traceback(scene: Scene) -> None:
+    for content in ("[]", '{"files": null}', "nul\0l", "{" * 100000, json.dumps({"files": []})):
+        (scene.project / MANIFEST_NAME).write_text(content)
+        result = cli("clean", scene.build_toml)
+        assert_one_user_error(result, "unreadable")
+
+
+# build.toml, its sources and include folders ------------------------------------------------------
+
+
+@pytest.mark.usefixtures("own_key_folder")
+def test_a_fifo_listed_as_a_source_is_one_error_not_a_hang(scene: Scene) -> None:
+    source = scene.project / "cpu" / "ops_cpu.cpp"
+    source.unlink()
+    os.mkfifo(source)
+    for command in ("validate", "generate-torch"):
+        result = cli(command, scene.build_toml, timeout=20)
+        assert_one_user_error(result, "[kernel.ops_cpu].src[0]", "is not a regular file")
+
+
+def dotted_keys_build_toml(scene: Scene, keys: int = 400, depth: int = 20) -> None:
+    """31 KB of long dotted keys: tomlkit took 244 s over it."""
+    text = scene.build_toml.read_text()
+    lines = [".".join(f"k{j}" for j in range(depth)) + f".x{i} = 1" for i in range(keys)]
+    scene.build_toml.write_text(text.replace("[torch]", "[general.extra]\n" + "\n".join(lines)
+                                             + "\n\n[torch]", 1))  # fmt: skip
+
+
+@pytest.mark.usefixtures("own_key_folder")
+def test_a_build_toml_of_dotted_keys_is_read_in_seconds(scene: Scene) -> None:
+    dotted_keys_build_toml(scene)
+    start = time.monotonic()
+    result = cli("validate", scene.build_toml, timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert "extra" in result.stderr and "Traceback" not in result.stderr
+    assert time.monotonic() - start < 30
+
+
+@pytest.mark.usefixtures("own_key_folder")
+def test_update_build_refuses_a_build_toml_of_dotted_keys_in_seconds(scene: Scene) -> None:
+    """A valid file may spell its kernels as dotted keys (kernel.k0.src = ...): 300 kernels so
+    spelled (29 KB) took tomlkit, with which update-build keeps comments, 127 s. It is refused
+    before tomlkit reads it; validate and generate read it with tomllib, in well under a second."""
+    lines = []
+    for i in range(300):
+        lines += [f'kernel.k{i}.backend = "cpu"', f'kernel.k{i}.depends = ["torch"]',
+                  f'kernel.k{i}.src = ["cpu/ops_cpu.cpp"]']  # fmt: skip
+    lines += ["[general]", 'name = "scale-add"', "[torch]",
+              'src = ["torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h"]']  # fmt: skip
+    scene.build_toml.write_text("\n".join(lines) + "\n")
+    start = time.monotonic()
+    assert cli("validate", scene.build_toml, timeout=30).returncode == 0
+    result = cli("update-build", scene.build_toml, timeout=30)
+    assert_one_user_error(result, "900 dotted keys", "more than 64")
+    assert time.monotonic() - start < 30
+
+
+@pytest.mark.usefixtures("own_key_folder")
+def test_a_name_that_is_not_utf8_in_an_include_folder_is_hashed_not_a_crash(scene: Scene) -> None:
+    """The ops id hashes every header under `include` folders by name and content."""
+    hip = os.fsencode(scene.project / "hip")
+    with open(os.path.join(hip, b"odd-\xff.h"), "wb") as header:
+        header.write(b"// a header\n")
+    result = cli("generate-torch", scene.build_toml, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def deep_tree(top: Path, depth: int) -> None:
+    """`top`/d/d/... `depth` levels deep, made by descriptor one level at a time (the path
+    soon exceeds PATH_MAX)."""
+    top.mkdir(parents=True, exist_ok=True)
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def deep_cleanup(scene: Scene) -> Iterator[None]:
+    yield
+    subprocess.run(["rm", "-rf", str(scene.project)], check=True, timeout=120)
+
+
+@pytest.mark.usefixtures("own_key_folder")
+@pytest.mark.parametrize("depth", [40, 1100])
+def test_an_include_folder_too_deep_is_one_error_not_a_crash(
+    scene: Scene, depth: int, deep_cleanup: None
+) -> None:
+    deep_tree(scene.project / "hip", depth)
+    result = cli("generate-torch", scene.build_toml, timeout=60)
+    assert_one_user_error(result, "nests more than 32 folders")
+
+
+@pytest.mark.usefixtures("own_key_folder")
+def test_a_build_folder_too_deep_is_one_error_everywhere(scene: Scene, deep_cleanup: None) -> None:
+    """Walks of build folders are bounded: a planted tree 1100 levels deep is one error from
+    generate, build and the pip hook, never a RecursionError; clean's removal is iterative, so
+    it removes the whole tree with the generated files (it used to remove those, then stop at
+    the tree: a half-clean project)."""
+    generate_torch(scene.build_toml)
+    deep_tree(scene.project / "build" / "cmake", 1100)
+    for command in ("generate-torch", "build"):
+        result = cli(command, scene.build_toml, timeout=60)
+        assert_one_user_error(result, "more than 64 levels deep")
+    loaded = load_provider(scene.project)
+    assert loaded.returncode != 0
+    assert "is a folder more than 64 levels deep" in loaded.stderr
+    assert "RecursionError" not in loaded.stderr
+    cleaned = cli("clean", scene.build_toml, timeout=60)
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    assert not (scene.project / "build" / "cmake").exists()
+    assert not (scene.project / "CMakeLists.txt").exists()
 
 
 @requires_rocm_toolchain
@@ -122,63 +282,160 @@ def test_configure_scan_of_includes_reads_no_device_fifo_or_file_outside(scene: 
     scene.assert_sentinel_untouched()
 
 
-def _planted_torch_wheel(folder: Path, marker: Path) -> None:
-    """A 'torch 2.13.99' wheel whose .pth file leaves `marker` whenever the environment's Python
-    starts (what a wheel from the clone could run, in every later build using that env)."""
-    folder.mkdir()
-    info = "torch-2.13.99.dist-info"
-    files = {
-        "torch/__init__.py": "__version__ = '2.13.99'\n",
-        "planted.pth": f"import os; open({str(marker)!r}, 'w').write('ran')\n",
-        f"{info}/METADATA": "Metadata-Version: 2.1\nName: torch\nVersion: 2.13.99\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-        "Tag: py3-none-any\n",
-    }
-    with zipfile.ZipFile(folder / "torch-2.13.99-py3-none-any.whl", "w") as wheel:
-        for name, text in files.items():
-            wheel.writestr(name, text)
-        wheel.writestr(f"{info}/RECORD", "".join(f"{n},,\n" for n in files) + f"{info}/RECORD,,\n")
-
-
-def test_variant_environment_takes_no_uv_configuration_from_the_clone(
-    scene: Scene, tmp_path: Path
+@pytest.mark.parametrize("name", ["win\\dows.h", "nul\x00.h"])
+def test_gpu_header_scan_passes_over_an_include_that_names_no_project_path(
+    scene: Scene, name: str
 ) -> None:
-    """`build --variants` makes each variant's environment with uv, which reads uv.toml (and
-    pyproject.toml's [tool.uv]) from the folder it runs in and its parents. Run in the project
-    folder (the chroot's build always is), a clone's uv.toml added its own wheels: a planted
-    torch was installed into the cached environment, which every later project with the same
-    variant reuses, and its .pth file ran at every start of that environment's Python."""
-    marker = scene.sentinel / "PLANTED-RAN"
-    _planted_torch_wheel(scene.project / "wheels", marker)
-    (scene.project / "uv.toml").write_text(f'find-links = ["{scene.project / "wheels"}"]\n')
-    empty_index = tmp_path / "empty-index"
-    empty_index.mkdir()
-    cache = tmp_path / "cache"
-    result = subprocess.run(
-        [sys.executable, "-P", "-m", "build2cmake", "build", "build.toml",
-         "--variants", "torch2.13-cpu", "--index-url", str(empty_index)],
-        cwd=scene.project, capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, "BUILD2CMAKE_CACHE": str(cache)},
-    )  # fmt: skip
-    assert not marker.exists(), result.stdout + result.stderr
-    assert "Traceback" not in result.stderr
-    # No torch in the (empty) index named on the command line: the variant fails, saying so.
-    assert result.returncode == 1, result.stdout + result.stderr
-    log = (scene.project / "build" / "cmake-torch2.13-cpu.log").read_text()
-    assert "torch was not found in the package registry" in log, log[-2000:]
+    """The check that a stand-in torch can build a ROCm kernel follows the project headers its
+    sources include. An include naming no path of the project (a backslash, a NUL) made the
+    project folder refuse the lookup, and that refusal became the variant's error ("not a
+    normalized path inside the project") instead of the include being passed over as the
+    compiler's business."""
+    from build2cmake.variant_builds import gpu_torch_includes
+
+    project = load_project(scene.build_toml)
+    kernel = project.kernels_for("rocm")[0]
+    source = scene.project / kernel.sources[0]
+    (source.parent / "gpu.h").write_text("#include <ATen/hip/HIPContext.h>\n")
+    source.write_text(f'#if 0\n#include "{name}"\n#endif\n#include "gpu.h"\n' + source.read_text())
+    found = gpu_torch_includes(project, scene.project)
+    header = (kernel.sources[0].parent / "gpu.h").as_posix()
+    assert (header, "ATen/hip/HIPContext.h") in found, found
+
+
+# The package, the card and the built variant: build, upload, test ---------------------------------
+
+
+def test_build_does_not_ship_a_package_file_linked_from_outside(scene: Scene) -> None:
+    package = make_universal(scene)
+    (package / "secret.py").symlink_to(scene.sentinel / "precious.txt")
+    result = cli("build", scene.build_toml)
+    assert_one_user_error(result, "secret.py", "outside")
+    assert not (scene.project / "build" / "torch-universal").exists()
+    scene.assert_sentinel_untouched()
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "x = " + "-" * 200_000 + "1\n",  # MemoryError in Python's parser
+        "x = 1" + " + 1" * 300_000 + "\n",  # RecursionError building the AST
+    ],
+    ids=["unary-chain", "binop-chain"],
+)
+def test_package_python_too_deep_for_the_parser_is_one_error(scene: Scene, source: str) -> None:
+    package = make_universal(scene)
+    (package / "deep.py").write_text(source)
+    result = cli("build", scene.build_toml)
+    assert_one_user_error(result, "deep.py", "nest too deeply")
+    assert not (scene.project / "build" / "torch-universal").exists()
+
+
+def test_package_python_files_are_read_bounded(scene: Scene) -> None:
+    package = make_universal(scene)
+    with open(package / "huge.py", "wb") as f:
+        f.truncate(1 << 40)
+    result = cli("build", scene.build_toml, timeout=30)
+    assert_one_user_error(result, "huge.py", "limit")
+
+
+def test_a_deep_package_tree_is_one_error(scene: Scene) -> None:
+    package = make_universal(scene)
+    deep = package
+    for _ in range(200):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (deep / "x.py").write_text("X = 1\n")
+    result = cli("build", scene.build_toml, timeout=60)
+    assert_one_user_error(result, "nests deeper than")
+
+
+def assert_no_crash(result: subprocess.CompletedProcess[str]) -> None:
+    assert result.returncode in (0, 2), (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+
+
+def test_non_utf8_names_in_the_package_never_crash(scene: Scene) -> None:
+    package = make_universal(scene)
+    os.close(os.open(os.fsencode(package) + b"/\xff\x1b[2J.py", os.O_CREAT | os.O_WRONLY))
+    result = cli("build", scene.build_toml)
+    assert_no_crash(result)
+    assert "\x1b" not in result.stdout + result.stderr
     scene.assert_sentinel_untouched()
 
 
 def test_build_with_a_card_that_links_to_itself_is_one_error(scene: Scene) -> None:
     """A CARD.md symlink loop: pathlib's resolve() raises RuntimeError before Python 3.13, which
     reached the user as `build2cmake: internal error` (exit 3)."""
-    from tests.test_security_build import make_universal
-
     make_universal(scene)
     (scene.project / "CARD.md").symlink_to("CARD.md")
     result = cli("build", scene.build_toml, timeout=120)
     assert_one_user_error(result, "CARD.md")
     scene.assert_sentinel_untouched()
+
+
+def _built_universal(scene: Scene) -> Path:
+    make_universal(scene)
+    result = cli("build", scene.build_toml)
+    assert result.returncode == 0, result.stderr
+    return scene.project / "build" / "torch-universal" / "metadata.json"
+
+
+@pytest.mark.parametrize("attack", ["deep", "sparse", "fifo"])
+def test_hostile_metadata_json_is_one_error_for_upload_and_test(scene: Scene, attack: str) -> None:
+    metadata = _built_universal(scene)
+    metadata.unlink()
+    if attack == "deep":
+        metadata.write_text("[" * 200_000)
+    elif attack == "sparse":
+        with open(metadata, "wb") as f:
+            f.truncate(1 << 40)
+    else:
+        os.mkfifo(metadata)
+    for args in (("upload", "--dry-run", "--repo-id", "me/uni"), ("test", "--variant", "x")):
+        result = cli(args[0], scene.build_toml, *args[1:], timeout=30)
+        assert_one_user_error(result, "metadata.json")
+    scene.assert_sentinel_untouched()
+
+
+def test_upload_sends_no_file_reached_through_a_symlink(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Upload to the local Hub STAND-IN (tests/hub_standin.py) of a built project where the clone
+    planted symlinks to a secret outside it: in build/<variant>/ (a file and a folder), as
+    benchmarks/benchmark_*.py, as build/CARD.md and build/README.md (the card's place before
+    2026-11-28) and under a name with a line break. The secret's
+    bytes reach the stand-in nowhere; the dry run lists no linked file, one line per file."""
+    secret_folder = tmp_path / "secret"
+    secret_folder.mkdir()
+    secret = b"hf_SECRET_TOKEN_never_uploaded\n"
+    (secret_folder / "token").write_bytes(secret)
+    root: Path = request.getfixturevalue("project")  # test_upload's built noarch project
+    hub: StandInHub = request.getfixturevalue("hub")
+    variant = root / "build" / "torch-cpu"
+    (variant / "token.py").symlink_to(secret_folder / "token")
+    (variant / "linked").symlink_to(secret_folder)
+    (variant / "line\nbreak.py").symlink_to(secret_folder / "token")
+    (root / "benchmarks" / "benchmark_token.py").symlink_to(secret_folder / "token")
+    (root / "build" / "CARD.md").unlink()
+    (root / "build" / "CARD.md").symlink_to(secret_folder / "token")
+    (root / "build" / "README.md").symlink_to(secret_folder / "token")
+
+    dry = _cli(root, "upload", "--dry-run", hub=hub)
+    result = _cli(root, "upload", hub=hub)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "token" not in dry.stdout and "linked" not in dry.stdout and "CARD" not in dry.stdout
+    assert "README" not in dry.stdout
+    assert all(line.startswith(("create-", "add ", "delete ", "dry run")) for line in
+               dry.stdout.splitlines()), dry.stdout  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    sent = {path: data for commit in hub.commits for path, data in commit.added.items()}
+    assert sent and REPO_ID
+    assert all(secret not in data for data in sent.values()), sorted(sent)
+    assert not any("token" in path or "linked" in path for path in sent), sorted(sent)
+
+
+# The checkout's git folder (provenance) and the generated `_ops.py`'s rebuild note ----------------
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -233,59 +490,42 @@ def test_provenance_is_not_taken_from_a_bare_repository_planted_in_the_project(
     assert status is None or status["dirty"] is True
 
 
-def test_upload_sends_no_file_reached_through_a_symlink(
-    tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    """Upload to the local Hub STAND-IN (tests/hub_standin.py) of a built project where the clone
-    planted symlinks to a secret outside it: in build/<variant>/ (a file and a folder), as
-    benchmarks/benchmark_*.py, as build/CARD.md and build/README.md (the card's place before
-    2026-11-28) and under a name with a line break. The secret's
-    bytes reach the stand-in nowhere; the dry run lists no linked file, one line per file."""
-    secret_folder = tmp_path / "secret"
-    secret_folder.mkdir()
-    secret = b"hf_SECRET_TOKEN_never_uploaded\n"
-    (secret_folder / "token").write_bytes(secret)
-    root: Path = request.getfixturevalue("project")  # test_upload's built noarch project
-    hub: StandInHub = request.getfixturevalue("hub")
-    variant = root / "build" / "torch-cpu"
-    (variant / "token.py").symlink_to(secret_folder / "token")
-    (variant / "linked").symlink_to(secret_folder)
-    (variant / "line\nbreak.py").symlink_to(secret_folder / "token")
-    (root / "benchmarks" / "benchmark_token.py").symlink_to(secret_folder / "token")
-    (root / "build" / "CARD.md").unlink()
-    (root / "build" / "CARD.md").symlink_to(secret_folder / "token")
-    (root / "build" / "README.md").symlink_to(secret_folder / "token")
-
-    dry = _cli(root, "upload", "--dry-run", hub=hub)
-    result = _cli(root, "upload", hub=hub)
-    assert dry.returncode == 0, dry.stdout + dry.stderr
-    assert "token" not in dry.stdout and "linked" not in dry.stdout and "CARD" not in dry.stdout
-    assert "README" not in dry.stdout
-    assert all(line.startswith(("create-", "add ", "delete ", "dry run")) for line in
-               dry.stdout.splitlines()), dry.stdout  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    sent = {path: data for commit in hub.commits for path, data in commit.added.items()}
-    assert sent and REPO_ID
-    assert all(secret not in data for data in sent.values()), sorted(sent)
-    assert not any("token" in path or "linked" in path for path in sent), sorted(sent)
+_IMPORT_OPS = """
+import pathlib, runpy, sys
+path = pathlib.Path(sys.argv[1])
+source = path.read_text().replace("_NAMESPACE = _load_extension()",
+                                  "_NAMESPACE = next(iter(_EXTENSIONS))")
+code = compile(source, str(path), "exec")
+exec(code, {"__file__": str(path), "__name__": "ops_probe", "__package__": "scale_add"})
+print("imported")
+"""
 
 
-@pytest.mark.parametrize("name", ["win\\dows.h", "nul\x00.h"])
-def test_gpu_header_scan_passes_over_an_include_that_names_no_project_path(
-    scene: Scene, name: str
-) -> None:
-    """The check that a stand-in torch can build a ROCm kernel follows the project headers its
-    sources include. An include naming no path of the project (a backslash, a NUL) made the
-    project folder refuse the lookup, and that refusal became the variant's error ("not a
-    normalized path inside the project") instead of the include being passed over as the
-    compiler's business."""
-    from build2cmake.variant_builds import gpu_torch_includes
-
-    project = load_project(scene.build_toml)
-    kernel = project.kernels_for("rocm")[0]
-    source = scene.project / kernel.sources[0]
-    (source.parent / "gpu.h").write_text("#include <ATen/hip/HIPContext.h>\n")
-    source.write_text(f'#if 0\n#include "{name}"\n#endif\n#include "gpu.h"\n' + source.read_text())
-    found = gpu_torch_includes(project, scene.project)
-    header = (kernel.sources[0].parent / "gpu.h").as_posix()
-    assert (header, "ATen/hip/HIPContext.h") in found, found
+@pytest.mark.parametrize("attack", ["escapes", "fifo", "genuine"])
+def test_generated_ops_prints_only_its_own_rebuild_note(scene: Scene, attack: str) -> None:
+    generate_torch(scene.build_toml)
+    note = scene.project / "build" / "cmake" / "build2cmake-rebuilt"
+    note.parent.mkdir(parents=True)
+    ops = scene.project / "torch-ext" / "scale_add" / "_ops.py"
+    extension = next(
+        line.split('"')[1] for line in ops.read_text().splitlines() if '": "cpu"' in line
+    )
+    if attack == "escapes":
+        note.write_text("\x1b]0;owned\x07\nbuild2cmake: error: forged")
+    elif attack == "fifo":
+        os.mkfifo(note)
+    else:
+        note.write_text(extension)
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORT_OPS, str(ops)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0 and result.stdout == "imported\n", result.stderr
+    if attack == "genuine":
+        assert result.stderr == f"build2cmake: {extension} was rebuilt since the last import\n"
+    else:
+        assert result.stderr == ""
+    assert not note.exists()
