@@ -130,10 +130,10 @@ if has bench; then
     BENCH_ARGS="${BENCH_ARGS:-} --deepgemm"
   fi
   timeout "${BENCH_TIMEOUT:-330}" python3 benchmarks/gemm_cuda.py ${BENCH_ARGS:-} \
-    --out "$OUT/RESULTS.md" 2>&1 | tee "$OUT/bench.log" | tail -16
+    --out "$OUT/bench.md" 2>&1 | tee "$OUT/bench.log" | tail -16
 fi
 if has explore; then
-  # Its own log and table: a bench stage in the same call keeps bench.log and RESULTS.md.
+  # Its own log and table: a bench stage in the same run keeps bench.log and bench.md.
   timeout 300 python3 benchmarks/gemm_cuda.py --explore "$OUT/explore.md" \
     --out "$OUT/explore-results.md" ${EXPLORE_SHAPES:+--shapes "$EXPLORE_SHAPES"} \
     > "$OUT/explore.log" 2>&1
