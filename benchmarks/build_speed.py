@@ -2,7 +2,7 @@
 
 Run from the repository root (after scripts/setup.sh):
     python benchmarks/build_speed.py [--jobs 2] [--cases gemm-cpu,gemm-rocm,fixture-cpu,...]
-        [--out benchmarks/RESULTS.md]
+        [--out FILE]
 
 For each case (a project and a backend) it measures, in this order, in one run:
   generate      `build2cmake generate-torch` (median of 5 runs, a fresh interpreter each)

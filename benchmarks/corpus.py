@@ -28,9 +28,9 @@ are "not run"). Each backend ends "built" (with the archs its metadata.json name
 gets one row (stage reached, backends, first error, seconds); the end prints totals and the
 distinct failure reasons, grouped. --json writes everything after each step, so a long run can
 be read while it goes and continued with --resume; --markdown writes the table section into a
-Markdown file (benchmarks/RESULTS.md), replacing an earlier one. --timeout bounds each project's
-checks, and again its builds. Ctrl-C or SIGTERM ends the running command's process group and
-still writes the results so far.
+Markdown file, replacing an earlier one (benchmarks/README.md summarises the last runs).
+--timeout bounds each project's checks, and again its builds. Ctrl-C or SIGTERM ends the
+running command's process group and still writes the results so far.
 
 --rocm-chroot runs the whole thing again inside the ROCm chroot of scripts/rocm-chroot.sh
 (Debian sid: ROCm 6.4, clang-21, rocThrust, a CPU torch; made first when it is not cached; needs
@@ -734,7 +734,7 @@ def _cell(text: str) -> str:
 def markdown(
     results: Sequence[ProjectResult], meta: dict[str, object], summary: dict[str, object]
 ) -> str:
-    """The section for benchmarks/RESULTS.md: how it ran, the table, totals, failure groups."""
+    """The run's Markdown section: how it ran, the table, totals, failure groups."""
     chroot = meta.get("chroot")
     title = "## The kernel corpus (benchmarks/corpus.py)"
     if chroot:

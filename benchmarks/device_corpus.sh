@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds real kernel-builder projects with build2cmake on a CUDA machine and runs their own test
-# suites: the H100 check of the real-kernels issue (benchmarks/RESULTS.md has the last results).
+# suites: the H100 check of the real-kernels issue (benchmarks/README.md has the last results).
 #
 #   bash benchmarks/device_corpus.sh CORPUS_DIR OUT_DIR PROJECT...
 #

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# One batch on a CUDA machine (the device tool's H100): build kernels/gemm with build2cmake, run
+# One batch on a CUDA machine (an H100 without network): build kernels/gemm with build2cmake, run
 # its tests (SKIP_TESTS=1: not), then the stages MODE (first argument) names, or $STAGES
 # (space-separated):
 #   final    = sanitize bench: compute-sanitizer's memcheck, racecheck, synccheck and initcheck
 #              ($SANITIZE_TOOLS to choose), on $SANITIZE_KERNELS (default: the table's choice,
 #              mma and every own_ configuration, up to ~8 minutes per tool: one or two tools per
-#              device call), then the benchmark (ours, cuBLAS, and DeepGEMM when DEEPGEMM names
+#              10-minute run), then the benchmark (ours, cuBLAS, and DeepGEMM when DEEPGEMM names
 #              its source; $BENCH_ARGS to choose shapes, at most $BENCH_TIMEOUT s, default 330)
 #   explore  = explore ncu race: every configuration and tile order at every shape
 #              ($EXPLORE_SHAPES: M,N,K;... to choose them; $EXPLORE_CONFIGS, EXPLORE_ORDERS=0:
@@ -25,7 +25,7 @@
 #              ("cuBLAS": its blockwise scaled_mm) at the shapes $NCU_SHAPES (M,N,K;...), one call
 #              per shape, b column-major; $NCU_METRICS: more metrics (comma-separated, regex:
 #              allowed)
-# Writes logs and tables under $OUT (at most 8 files come back from the device tool).
+# Writes logs and tables under $OUT (at most 8 files, to keep what a run brings back small).
 # Tests: at most $TESTS_TIMEOUT s (default 300), $TESTS_ARGS passed to pytest (-k to choose).
 # Run from the repository root; wheels missing there travel in $WHL_DIR (default .whl, not
 # committed):
@@ -105,11 +105,12 @@ has() { [[ " $STAGES " == *" $1 "* ]]; }
 if has sanitize; then
   # The first import after an install runs the editable install's rebuild check (cmake and ninja
   # as child processes): outside the sanitizer, which otherwise found no process to attach to
-  # within its launch timeout when racecheck came first (session 10, calls D and E).
+  # within its launch timeout when racecheck came first (2026-11-24: run 17 of the tuning log,
+  # git show c631808:benchmarks/RESULTS.md).
   python3 -c "import gemm" || exit 1
   # By default the table's choice, our mma.sync kernel and every configuration of our own sm_90a
   # kernel (the "own_" entries of gemm_sm90_configs.h); about 25 s per kernel and tool (racecheck,
-  # the slowest: 12 calls in 20-22 s, session 10).
+  # the slowest: 12 calls in 20-22 s, run 17).
   kernels=${SANITIZE_KERNELS:-"default mma $(sed -nE 's/^\s*X\((own_\w+)\).*/\1/p' \
     kernels/gemm/gemm_cuda/gemm_sm90_configs.h | tr '\n' ' ')"}
   limit=$((60 + 25 * $(wc -w <<< "$kernels")))
@@ -130,10 +131,10 @@ if has bench; then
     BENCH_ARGS="${BENCH_ARGS:-} --deepgemm"
   fi
   timeout "${BENCH_TIMEOUT:-330}" python3 benchmarks/gemm_cuda.py ${BENCH_ARGS:-} \
-    --out "$OUT/RESULTS.md" 2>&1 | tee "$OUT/bench.log" | tail -16
+    --out "$OUT/bench.md" 2>&1 | tee "$OUT/bench.log" | tail -16
 fi
 if has explore; then
-  # Its own log and table: a bench stage in the same call keeps bench.log and RESULTS.md.
+  # Its own log and table: a bench stage in the same run keeps bench.log and bench.md.
   timeout 300 python3 benchmarks/gemm_cuda.py --explore "$OUT/explore.md" \
     --out "$OUT/explore-results.md" ${EXPLORE_SHAPES:+--shapes "$EXPLORE_SHAPES"} \
     > "$OUT/explore.log" 2>&1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the CUDA machine (the device tool's H100, no network): build kernels/gemm through
+# On a CUDA machine (an H100 without network): build kernels/gemm through
 # `build2cmake build --variants` for the variant of the torch installed there, then load it with
 # kernels.get_local_kernel as a Hub user would and run it against the float64 reference.
 # Run from the repository root. Wheels the machine lacks travel in .whl/ (not committed), e.g.

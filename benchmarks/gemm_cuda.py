@@ -1,7 +1,7 @@
 """kernels/gemm on a CUDA GPU: numerics against float64, then speed against cuBLAS and bf16.
 
 Run (after `pip install --no-build-isolation -e kernels/gemm` with a CUDA torch):
-    python benchmarks/gemm_cuda.py [--out RESULTS.md] [--explore explore.md] [--deepgemm]
+    python benchmarks/gemm_cuda.py [--out bench.md] [--explore explore.md] [--deepgemm]
 
 For each shape it checks our op against a float64 reference built from the dequantised inputs,
 then times, on the same inputs:
@@ -27,6 +27,9 @@ the calls cycle over enough input sets that together they exceed twice the L2 ca
 finds its operands in L2 from the previous one. TFLOP/s = 2 M N K / time per call. A second table
 replays the same batch of calls (ours, cuBLAS, DeepGEMM) from a CUDA graph: where the host's
 launch work per call exceeds the kernel's time (small problems), that is the kernel's own rate.
+Run numbers in the comments (run 22, 30) cite the gemm tuning log, the journal of the table's
+measurements: `git show c631808:benchmarks/RESULTS.md`. The current figures are in
+benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ ORDERS = [("swizzle 2", 2, 0), ("swizzle 4", 4, 0), ("swizzle 8", 8, 0), ("along
 ORDERS += [("along N", 1, 2), ("swizzle 4 along N", 4, 2)]
 ORDER_CONFIGS = ["default", "coop_128x128_c1x2", "coop_128x128_c1x1"]
 # $EXPLORE_ORDER_CONFIGS and $EXPLORE_ORDER_LIST ("swizzle,raster ...") replace them (in main).
-# Our own kernel ignores both settings: it walks groups of 8 row blocks (RESULTS.md run 13c
+# Our own kernel ignores both settings: it walks groups of 8 row blocks (tuning log run 13c
 # measured other orders for it).
 CONFIGS_H = Path(__file__).resolve().parent.parent / "kernels/gemm/gemm_cuda/gemm_sm90_configs.h"
 
@@ -127,7 +130,7 @@ def cublas(x: Inputs, keep: bool = True) -> Callable[[], torch.Tensor]:
     until x's next call, so that calls cycling over the input sets write as many outputs as ours
     (which writes x.out); without it each result is freed at once, the allocator hands the next
     call the same block, and that one output stays in L2 across calls (benchmarks/output_reuse.py
-    measures the difference: the comparisons through run 23 of RESULTS.md were made so)."""
+    measures the difference: the comparisons through run 23 of the tuning log were made so)."""
     a_scale_mk = x.a_scale.t()  # (M, K/128), M-major: what 1x128 scaling expects
     b_scale_kn = x.b_scale.t().contiguous().t()  # (K/128, N/128), K/128 contiguous
 
@@ -490,7 +493,7 @@ def main() -> None:
             + " |"
         )
         # Two passes in opposite orders, as the explore does: at the power cap the first timed
-        # after a rival ran at another clock (RESULTS.md run 30: our 128 x 192 at
+        # after a rival ran at another clock (tuning log run 30: our 128 x 192 at
         # 6144 x 1536 x 7168, 1172 TFLOP/s timed first, 1317 timed later in the same call).
         graph_runs: dict[str, list[float]] = {name: [] for name in rivals}
         graph_text: dict[str, str] = {}
@@ -537,7 +540,7 @@ def main() -> None:
             maker = {"cuBLAS": cublas}
             # First the table's choice for a while, timing discarded: at large shapes the GPU's
             # clocks settle lower once it is warm, and without this the first configuration of the
-            # first pass met a cooler GPU than the rest (RESULTS.md run 22: `default`, timed
+            # first pass met a cooler GPU than the rest (tuning log run 22: `default`, timed
             # first, up to 11 % above the same configuration timed by name).
             with Env("GEMM_SM90_CONFIG", None):
                 heat = [ours(s) for s in sets]

@@ -8,7 +8,8 @@ the kernels (the H100's 132 SMs, what gemm_sm90_choose assumes without a device)
 With --base REV, the table of git revision REV against the working tree's: at --draws random
 shapes, how many choices differ and from what to what, then --sample of them drawn at random,
 as one "M,N,K;..." line for EXPLORE_SHAPES (benchmarks/device_cuda.sh explore). Measure a table
-change at such shapes, drawn after the change was made, before keeping it (RESULTS.md runs 24-26).
+change at such shapes, drawn after the change was made, before keeping it (runs 24-26 of the
+gemm tuning log: `git show c631808:benchmarks/RESULTS.md`).
 The default ranges draw only shapes cuBLAS's blockwise scaled_mm runs, so that the explore can
 time it beside ours: M a multiple of 4, K a multiple of 512 (run 26b drew K as multiples of 128,
 and cuBLAS ran at 4 of 24 shapes).

@@ -12,7 +12,8 @@ sets as benchmarks/gemm_cuda.py is replayed:
   gap        the median time from one kernel's end to the next one's start (negative: they
              overlap, as kernels launched with programmatic dependent launch do: such a kernel
              starts early and waits for the one before, and its duration includes the wait).
-RESULTS.md run 23f ran the first form of this script (ours and cuBLAS only).
+Run 23f of the gemm tuning log (`git show c631808:benchmarks/RESULTS.md`) ran the first form
+of this script (ours and cuBLAS only).
 """
 
 from __future__ import annotations

@@ -111,7 +111,8 @@ MUTANTS = [
            "if folder.lstat(COMPILE_COMMANDS) is not None:"),
     Mutant("variant-names-trusted", "build2cmake/builder.py",
            'if not _VARIANT_NAME.fullmatch(name) or name.startswith("cmake"):', "if False:"),
-    # Issue #43, second round, the commands around the build (tests/test_hostile_round2_cli.py).
+    # Issue #43, second round, the commands around the build (their tests are in
+    # tests/test_security_*.py by promise: writes, reads, planted code, refused input).
     Mutant("ci-output-follows-links", "build2cmake/api.py",
            'write_user_file(output, workflow.encode("utf-8"), anchors)',
            "output.parent.mkdir(parents=True, exist_ok=True); output.write_text(workflow)"),
@@ -133,7 +134,8 @@ MUTANTS = [
            '    checked_workflow_value(build_toml.as_posix(), "build.toml path")\n', ""),
     Mutant("rebuild-note-printed-raw", "torch-ext/_ops.py.j2",
            "    if name in _EXTENSIONS:\n", "    if name:\n"),
-    # Issue #43, second round, the build itself (tests/test_hostile_round2_build.py).
+    # Issue #43, second round, the build itself (tests/test_security_planted_code_never_runs.py,
+    # test_security_reads_stay_in_the_project.py, test_security_bad_input_is_refused.py).
     Mutant("provider-folder-unchecked", "build2cmake/api.py",
            "    check_provider_folder(folder)\n", ""),
     Mutant("provider-bytecode-kept", "build2cmake/api.py",

@@ -24,7 +24,8 @@
 //   entry spread   first to last entry of the call's CTAs; exit spread likewise
 // and, per CTA (median over CTAs, then over calls), the time from one phase to the next. Where
 // each CTA runs one tile (tiles <= SMs), also per row block of the tiles: its CTAs' phases and
-// when its last CTA exits (RESULTS.md 28: a nearly empty last row block slowed the whole call).
+// when its last CTA exits (tuning log 28: a nearly empty last row block slowed the whole call).
+// Run numbers (run 15b, 25a-25c) cite the gemm tuning log: git show c631808:benchmarks/RESULTS.md
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>

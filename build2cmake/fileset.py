@@ -24,8 +24,8 @@ from build2cmake.safefs import RECORD_LIMIT_BYTES, ProjectFolder, checked_target
 
 MANIFEST_NAME = ".build2cmake-manifest.json"
 # The files generate writes (render.render_project); a manifest entry naming anything else is
-# not ours to replace or delete. tests/test_security_manifest.py checks that every rendered file
-# matches, so a new generated file fails a test until it is listed here.
+# not ours to replace or delete. tests/test_security_deletes_only_what_it_made.py checks that
+# every rendered file matches, so a new generated file fails a test until it is listed here.
 GENERATED_PATTERNS = (
     "CMakeLists.txt",
     "pyproject.toml",

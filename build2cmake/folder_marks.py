@@ -13,7 +13,7 @@ outside every project) of the folder's device and inode. A folder shipped in a c
 from an archive or made by something else has no valid mark: it is removed and made afresh
 before CMake reads anything in it. `cmake/build2cmake-metadata/build2cmake_metadata.py`, the
 first code of ours `pip install` runs, applies the same rule with a copy of this code
-(tests/test_hostile_round2_build.py checks that the two agree).
+(tests/test_security_planted_code_never_runs.py checks that the two agree).
 """
 
 from __future__ import annotations

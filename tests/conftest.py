@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.security import scene  # noqa: F401  (the security tests' project + sentinel fixture)
+# The security tests' fixtures: a project + sentinel scene, and a build-folder key of its own.
+from tests.security import own_key_folder, scene  # noqa: F401
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent

@@ -1,5 +1,6 @@
 """Shared pieces of the security tests: a sentinel tree beside the project that no attack may
-change, and a project copy to attack."""
+change, a project copy to attack, and the ways the tests of more than one promise run
+build2cmake, CMake and the pip metadata provider."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).resolve().parent.parent
+PROVIDER_FOLDER = "cmake/build2cmake-metadata"
+UNIVERSAL = '[general]\nname = "uni"\nuniversal = true\nversion = 1\n'
 
 
 def state(root: Path) -> dict[str, tuple[str, int, bytes | str]]:
@@ -78,6 +82,27 @@ def scene(tmp_path: Path) -> Scene:
     return Scene(project, sentinel, state(sentinel))
 
 
+@pytest.fixture
+def own_key_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """build2cmake's build-folder key lives in a folder of this test (children inherit it)."""
+    monkeypatch.setenv("BUILD2CMAKE_CACHE", str(tmp_path / "cache"))
+
+
+def make_universal(scene: Scene) -> Path:
+    """Turn the scene's project into a universal kernel `uni`; returns its package folder."""
+    for child in scene.project.iterdir():
+        if child.is_dir():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+    scene.build_toml.write_text(UNIVERSAL)
+    package = scene.project / "torch-ext" / "uni"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from ._ops import ops\n")
+    (package / "helpers.py").write_text("X = 1\n")
+    return package
+
+
 def cli(*args: str | os.PathLike[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """The real command line in a fresh interpreter, with a timeout (a hang fails the test)."""
     return subprocess.run(
@@ -97,3 +122,48 @@ def assert_one_user_error(result: subprocess.CompletedProcess[str], *needles: st
     assert len(errors) == 1, result.stderr
     for needle in needles:
         assert needle in result.stderr, result.stderr
+
+
+def cli_in(
+    cwd: Path, *args: str | os.PathLike[str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """The real command line run from `cwd` (as CI runs it inside the clone)."""
+    return subprocess.run(
+        [sys.executable, "-m", "build2cmake", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def cmake(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> (
+    subprocess.CompletedProcess[str]
+):  # fmt: skip
+    return subprocess.run(
+        ["cmake", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, check=False
+    )
+
+
+def configure(project: Path, *defines: str) -> subprocess.CompletedProcess[str]:
+    """CMake's configure as scikit-build-core runs it: from the project folder, into build/cmake."""
+    return cmake("-S", ".", "-B", "build/cmake", "-G", "Ninja", "-DBUILD2CMAKE_BACKEND=cpu",
+                 *(f"-D{d}" for d in defines), cwd=project)  # fmt: skip
+
+
+def load_provider(
+    project: Path, build_dir: str = "build/cmake"
+) -> subprocess.CompletedProcess[str]:
+    """The provider as scikit-build-core's own loader imports and calls it (what pip's build
+    runs first), in a fresh interpreter started in the project folder as pip starts hooks."""
+    code = (
+        "from scikit_build_core.builder._load_provider import load_provider\n"
+        f"m = load_provider('build2cmake_metadata', {PROVIDER_FOLDER!r})\n"
+        f"settings = {{'stable-abi': '2.9', 'build-dir': {build_dir!r}}}\n"
+        "print(m.dynamic_metadata('dependencies', settings))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=60
+    )

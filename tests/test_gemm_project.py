@@ -1,4 +1,7 @@
-"""kernels/gemm, the example project: generated, built and tested like a user would."""
+"""kernels/gemm, the example project: generated, built and tested like a user would.
+
+Run numbers (tuning log 28, 29a) cite the gemm tuning log, the journal of the dispatch table's
+measurements: `git show c631808:benchmarks/RESULTS.md`."""
 
 from __future__ import annotations
 
@@ -200,7 +203,7 @@ def test_ptxas_keeps_our_own_kernels_wgmma_asynchronous(unit: str, tmp_path: Pat
     """ptxas serializes every wgmma of a kernel (its note C7514, only in its verbose report) where
     it cannot tell that no other instruction reads a wgmma result still being written. That would
     silently take back what the pipelined k-block loop of gemm_sm90_own_kernel.cuh gains (up to
-    40 % at small M, RESULTS.md run 17); the loop is shaped so that ptxas can tell. Each
+    40 % at small M, tuning log run 17); the loop is shaped so that ptxas can tell. Each
     translation unit of our own kernel compiled for sm_90a, as the build compiles it."""
     cutlass = cutlass_include()
     source = GEMM / "gemm_cuda" / unit
@@ -291,8 +294,8 @@ def test_sm90_table_sends_the_graph_shapes_down_every_branch(tmp_path: Path) -> 
 @requires_nvcc
 def test_sm90_table_takes_96_and_112_wide_tiles_over_a_moved_last_row_block(tmp_path: Path) -> None:
     """Until our kernel moved the tile of a last 128-row block at most half full back to end at M
-    (RESULTS.md 28), the few-tiles rule kept 128 x 96 tiles off such blocks, and 128 x 112 ones
-    at M <= 320. Since then it takes them (+8.4 % at 44 random shapes, RESULTS.md 29a, 29c, 29d)
+    (tuning log 28), the few-tiles rule kept 128 x 96 tiles off such blocks, and 128 x 112 ones
+    at M <= 320. Since then it takes them (+8.4 % at 44 random shapes, tuning log 29a, 29c, 29d)
     but for 112-wide tiles over a block exactly half full (not moved; 320 x 4864) and 96-wide ones
     at N <= 640 (2212 x 640, 2732 x 512), where the 128 x 128 tiles stayed ahead. At
     64 < M <= 128 the 96- and 112-wide tiles launch with programmatic dependent launch (29a)."""
@@ -318,7 +321,7 @@ def test_sm90_table_sends_many_waves_over_a_half_empty_last_row_block_to_our_128
     """Where the last 128-row block is at most half full and 96-wide tiles would make four waves
     or more, the 192-wide rule's choice (128 x 256 mostly) gave way to the fallback's, our
     128 x 128 mostly, once our kernel moved such a block's tile back to end at M: +3.3 % at 24
-    fresh shapes, behind cuBLAS at none of 20 instead of 4 (RESULTS.md 28i)."""
+    fresh shapes, behind cuBLAS at none of 20 instead of 4 (tuning log 28i)."""
     assert_table_chooses(
         tmp_path,
         {
@@ -337,7 +340,7 @@ def test_sm90_table_takes_128x192_at_long_k_where_its_waves_hold_fewer_columns(
 ) -> None:
     """Where neither the few-tiles nor the wide rules decide, our 128 x 192 over our 128 x 128
     where its waves hold fewer columns, at long K too: +15 % (geometric mean) at 15 shapes,
-    among them DeepSeek-V3's N = 2112 (RESULTS.md 31b); short K keeps its _shortk build."""
+    among them DeepSeek-V3's N = 2112 (tuning log 31b); short K keeps its _shortk build."""
     assert_table_chooses(
         tmp_path,
         {
@@ -353,7 +356,7 @@ def test_sm90_table_takes_128x192_at_long_k_where_its_waves_hold_fewer_columns(
 @requires_nvcc
 def test_sm90_table_takes_128_wide_tiles_for_many_waves_of_no_more_columns(tmp_path: Path) -> None:
     """In four waves or more, 128 x 96 tiles gave way to our 128 x 128 where its waves hold no
-    more columns: +9 % to +39 % at 27 random shapes (RESULTS.md 24j). Where theirs hold fewer,
+    more columns: +9 % to +39 % at 27 random shapes (tuning log 24j). Where theirs hold fewer,
     the 96-wide tiles stay."""
     fewer_or_as_many = [(6244, 1664, 7040), (7504, 1408, 5120), (868, 7168, 6144)]
     more = [(4676, 2304, 2048), (492, 21760, 3072), (1128, 9600, 5376)]
@@ -365,7 +368,7 @@ def test_sm90_table_takes_128_wide_tiles_for_many_waves_of_no_more_columns(tmp_p
 def test_sm90_table_takes_128x160_where_its_waves_hold_far_fewer_columns(tmp_path: Path) -> None:
     """Where 192- or 256-wide tiles make many waves, our 128 x 160 takes their place if its waves
     hold at most 0.9 of their columns (five waves of 160 against five of 192 whose last is 4 %
-    full at 1292 x 9600): +20 % at 20 random shapes (RESULTS.md 29f). Where the columns differ by
+    full at 1292 x 9600): +20 % at 20 random shapes (tuning log 29f). Where the columns differ by
     a few per cent the 192- and 256-wide tiles stay (29e)."""
     assert_table_chooses(
         tmp_path,
@@ -384,7 +387,7 @@ def test_sm90_table_takes_128x160_where_its_waves_hold_far_fewer_columns(tmp_pat
 def test_sm90_table_takes_128x256_over_128x192_from_20_waves(tmp_path: Path) -> None:
     """Where the 192-wide rule chose between our 128 x 192 and 128 x 256 by the columns their
     waves hold, 128 x 256 ran ahead wherever the 192-wide tiles made 20 waves or more, though its
-    waves held up to 4.3 % more columns: +4.5 % at 19 random shapes (RESULTS.md 30a), +5.4 % at
+    waves held up to 4.3 % more columns: +4.5 % at 19 random shapes (tuning log 30a), +5.4 % at
     24 fresh ones (30b). In fewer waves the columns decide as before: 128 x 192 at 14 waves of
     6144 x 7168 x 2048 (1083 vs 1030) and at 19 of 6412 x 9344 x 7168; and below K = 2048, where
     the 20-wave rule lost 1.4 % at 20 random shapes (30g): 128 x 192 at 4172 x 16512 x 1152."""
@@ -406,7 +409,7 @@ def test_sm90_table_takes_128x256_over_128x192_from_20_waves(tmp_path: Path) -> 
 @requires_nvcc
 def test_sm90_table_takes_64x128_over_128x64_and_128x112_only_past_n_2048(tmp_path: Path) -> None:
     """Where 128 x 64 and 64 x 128 tiles cost the same, 64 x 128 was ahead at all 24 random shapes
-    measured (+18 %, RESULTS.md 27a), and at 96 < M <= 256 from K = 1664 it no longer hands the
+    measured (+18 %, tuning log 27a), and at 96 < M <= 256 from K = 1664 it no longer hands the
     choice on to the short-K rules (+6 %, 27b). At N <= 2048 our 128 x 128 in place of 128 x 112
     (+7 % and +2 %, 27a and 27b; with programmatic dependent launch below K = 2048); past N = 2048
     the 112-wide tiles stay, as level there (27a)."""
@@ -431,7 +434,7 @@ def test_sm90_table_takes_64x128_over_128x64_and_128x112_only_past_n_2048(tmp_pa
 def test_sm90_table_swaps_a_and_b_where_the_unswapped_rows_stay_empty(tmp_path: Path) -> None:
     """Swapped tiles (M the tile's wide side, the output stored transposed) where the unswapped
     choice's last row block is largely empty: +14 % and +15 % (geometric mean) over the unswapped
-    choice at 45 and 16 random shapes out of sample (RESULTS.md 25d, 25e). Not where they lost in
+    choice at 45 and 16 random shapes out of sample (tuning log 25d, 25e). Not where they lost in
     25a-25c: 64-row tiles nearly full (M = 188, 192), a cost ratio of exactly 6/5 (M = 316), fewer
     tiles than three quarters of a wave (160 x 2432, 364 x 2048), nor where M is a multiple of
     128."""

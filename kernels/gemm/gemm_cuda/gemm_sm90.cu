@@ -1,6 +1,7 @@
 // The H100 (sm_90a) path: chooses one of the configurations of gemm_sm90_configs.h per problem and
 // launches it (the table below picks our own kernel's; CUTLASS's are there to be chosen by name,
 // GEMM_SM90_CONFIG). The configurations live in gemm_sm90_<name>.cu.
+// Run numbers (run 15b, 25a-25c) cite the gemm tuning log: git show c631808:benchmarks/RESULTS.md
 #include "gemm_sm90.h"
 
 #include <algorithm>
@@ -77,7 +78,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms);
 }  // namespace
 
 // The dispatch table, from the configuration matrices measured on the H100 (132 SMs; TFLOP/s of
-// each configuration at each benchmark shape in benchmarks/RESULTS.md): choose_unswapped below,
+// each configuration at each benchmark shape in the tuning log): choose_unswapped below,
 // then swapped tiles in its place where they leave far fewer rows idle.
 extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* order) {
   int device = 0, sm_count = 132;
@@ -91,14 +92,14 @@ extern "C" int gemm_sm90_choose(int64_t m, int64_t n, int64_t k, Sm90Order* orde
   // store up to 127 empty rows (63 for 64-row tiles); a swapped tile's last block at most 15. But
   // the swapped kernel is slower where both are full (per column a scale read and a multiply more
   // in each k block's promotion): it topped out at 920-940 TFLOP/s at large M where the unswapped
-  // tiles ran 1000-1160 (RESULTS.md 25b). So they are taken only where they fill at least three
+  // tiles ran 1000-1160 (tuning log 25b). So they are taken only where they fill at least three
   // quarters of a wave and either
   // - "cheaper": the few-tiles rule's cost (in choose_unswapped: waves x the larger of a tile's L2
   //   traffic and its math) of the cheapest swapped width is less than 5/6 of the cheapest
   //   unswapped 128-row width's, and the unswapped choice uses less than 0.85 of the rows the
   //   swapped tiles use; or
   // - "emptier": that cost is at most 1/1.1 of it, and the unswapped choice uses less than 0.7.
-  // Measured at 138 shapes (RESULTS.md 25a-25c), where these hold at 28: +17 % (geometric mean)
+  // Measured at 138 shapes (tuning log 25a-25c), where these hold at 28: +17 % (geometric mean)
   // over the unswapped choice, the least 0.98; 656 (144 wide) vs 398 (our 128 x 128) at
   // 136 x 31744 x 4608, 939 vs 701 at 524 x 5632 x 6656, 609 (80 wide, emptier) vs 414 at
   // 156 x 21376 x 4608 (cuBLAS 542). Out of sample, at random shapes where the choice changed:
@@ -168,7 +169,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   };
   auto full = [&](int64_t tiles_n) { return fill(tiles_n, sms); };
   // Short K (1 to 6 k-blocks): each tile's epilogue (writing its bf16 rows) is as long as its
-  // mainloop, and since our own kernel writes them with stmatrix it wins (RESULTS.md run 14;
+  // mainloop, and since our own kernel writes them with stmatrix it wins (tuning log run 14;
   // graph replays, TFLOP/s). Four waves or more: its 192-wide tiles, one output buffer: 598 vs
   // 580 for the two-buffer ones with the old epilogue (the choice through run 13) at
   // 6144 x 7168 x 256, 936 vs 775 at K = 512; 803 vs 761 (two buffers) at 2048 x 7168 x 512.
@@ -178,7 +179,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // 256 x 7168 x 512, 262 vs 287 for CUTLASS's 128 x 128 (ping-pong 264). The _shortk
   // configurations: k-block loops not unrolled, 3-15 % faster here than the long-K ones, and
   // launched with programmatic dependent launch, so that a call's set-up overlaps the end of the
-  // kernel before it: 1-13 % more at each of these shapes (RESULTS.md run 15b; 426 vs 392 at
+  // kernel before it: 1-13 % more at each of these shapes (tuning log run 15b; 426 vs 392 at
   // 1024 x 7168 x 256, 616 vs 580 at K = 512, 964 vs 925 at 6144 x 7168 x 512).
   // Since run 22 the 192-wide tiles also in fewer waves (counted in 128 x 128 tiles) at M > 512:
   // where they make three or more and those hold no more columns than the 96-wide tiles' waves
@@ -191,13 +192,13 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // M <= 64 goes to the few-tiles rule's 64-row tiles instead, at short K too: ahead of the
   // 96-wide ones at 10 of 13 shapes measured, by up to 19 % (197 vs 187 at 64 x 32768 x 512,
   // 81 vs 69 at 32 x 16384 x 512, 110 vs 97 at 64 x 7168 x 512, 192 vs 161 at
-  // 64 x 16384 x 768), equal at one, 3-4 % behind at two (RESULTS.md 18b, 18c).
+  // 64 x 16384 x 768), equal at one, 3-4 % behind at two (tuning log 18b, 18c).
   // Two CTAs per SM (the _x2 configurations, launched with programmatic dependent launch) where
   // 128-row tiles would leave SMs or rows idle. Likely why they win (not profiled): one CTA's
   // epilogue and next tile's start overlap the other's mainloop, where a lone CTA's waits have
   // nothing beside them. At 128 < M <= 192, where the second 128-row block is at most half full,
   // 64 x 96 tiles: at short K (to 768) at every N measured, to K = 1536 in up to three waves of
-  // 96-wide 128-row tiles (RESULTS.md 20b, 20g, 21b): 277 vs 217 (the 96-wide tiles) at
+  // 96-wide 128-row tiles (tuning log 20b, 20g, 21b): 277 vs 217 (the 96-wide tiles) at
   // 192 x 7168 x 512, 427 vs 368 at 192 x 16384, 446 vs 401 at 192 x 32768 x 512, 427 vs 350 at
   // 160 x 32768 x 768 (21b), 413 vs 337 at 192 x 7168 x 1024. At M <= 64, 64 x 64 tiles where they
   // make more than one wave (else the few-tiles rule's _pdl tiles below): 226 vs 216 at
@@ -208,7 +209,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // slots (a CTA each) are all taken or not. Candidates, the earlier on a tie (within 0.02): our
   // 96-wide 128-row tiles (one CTA per SM), 128 x 64 in two CTAs per SM, 64 x 64 in two. Until
   // run 20 the table took 64 x 64 in two CTAs wherever 96-wide tiles made fewer than two waves;
-  // against that (RESULTS.md 21b-21d, graph replays, TFLOP/s): the 96-wide tiles where their
+  // against that (tuning log 21b-21d, graph replays, TFLOP/s): the 96-wide tiles where their
   // waves are full, 555 vs 489 at 256 x 12288 x 768, 469 vs 348 at 224 x 12288 x 768, 327 vs 292
   // at 224 x 10240 x 512, 645 vs 549 at 256 x 12288 x 1024, 480 vs 452 at 128 x 24576 x 1024;
   // 128 x 64 in two CTAs where theirs are (one row block per tile, where 64 x 64 tiles load b
@@ -222,7 +223,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // At 256 < M <= 512 with short K, where 96-wide tiles make fewer than three waves, the fullest
   // waves again, among the 96-wide tiles, our 128 x 128 (with programmatic dependent launch),
   // 128 x 64 in two CTAs and 64 x 64 in two (in more waves the 96- or 192-wide tiles, below).
-  // Against the 96-wide tiles, the choice before (RESULTS.md 21i, 21j): 327 vs 274 at
+  // Against the 96-wide tiles, the choice before (tuning log 21i, 21j): 327 vs 274 at
   // 288 x 5120 x 768 (128 x 128), 429 vs 370 at 320 x 6144 x 768 (64 x 64), 428 vs 364 at
   // 448 x 4096 x 768, 308 vs 280 at 480 x 3584 x 512 (cuBLAS 326); at the 165 shapes measured,
   // +4 % (geometric mean), none more than 1 % behind. Other orders of the candidates did worse,
@@ -237,7 +238,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // 358), 363 vs 337 at 96 x 24576 x 1024, 308 vs 249 at 88 x 20480 x 1152.
   // Before them, from K = 896 to 2048: where 128 tiles of 128 x 112 are one full wave (M a
   // multiple of 128 from 256: 256 x 7168, 512 x 3584), those with programmatic dependent launch
-  // (RESULTS.md 20i): 486 vs 455 (64 x 64, two CTAs) vs 461 (the same tiles without it) at
+  // (tuning log 20i): 486 vs 455 (64 x 64, two CTAs) vs 461 (the same tiles without it) at
   // 256 x 7168 x 1024, 604 vs 529 vs 576 at K = 1536, 687 vs 565 vs 669 at K = 2048 (the
   // few-tiles rule's choice there before), 535 vs 489 vs 502 at 512 x 3584 x 1024.
   const int64_t tiles112 = count(112);
@@ -293,7 +294,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // Few tiles: long K where some 128-row tile fits in one wave. Each tile streams (rows + columns)
   // x K bytes of A and B through L2 into its SM, and with few rows that traffic, not the math, sets
   // the time: 128 tiles of 128 x 32 took 1.7 times as long as 64 of them (192 x 2048 x 7168 against
-  // 128 x 2048, both one wave, RESULTS.md run 16b). So a tile costs the larger of 64 x
+  // 128 x 2048, both one wave, tuning log run 16b). So a tile costs the larger of 64 x
   // (rows + columns), its L2 traffic, and rows x columns, its math (64: the L2's bytes per SM and
   // cycle, about 47, against the multiply-adds per SM and cycle our largest tiles run at, about
   // 2800), and the time goes as waves x that; the tile of least cost wins, on a tie the earlier in
@@ -305,7 +306,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // 64-row tiles than 128-row ones (fewer where the last 128-row block is at most half full).
   // Until run 27 it came first on their ties; 64 x 128 instead (one math warpgroup with twice the
   // columns per wgmma), measured at 24 random shapes whose choice that changed (127 of 40 000
-  // drawn; RESULTS.md 27a, graph replays, TFLOP/s): +18 % (geometric mean), ahead at all 24, from
+  // drawn; tuning log 27a, graph replays, TFLOP/s): +18 % (geometric mean), ahead at all 24, from
   // +1 % to +70 % (834 vs 491 at 424 x 2048 x 7168, 798 vs 501 at 316 x 2688 x 7168, 355 vs 297 at
   // 80 x 7296 x 5632); behind cuBLAS at none of them, not 6. At 96 < M <= 256 from K = 1664 to
   // 1920, where the 128-row choice went on to the rules below (mostly our 128 x 96 short-K
@@ -324,7 +325,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // M is one row block (M <= 128): 340 vs 316 at 80 x 16384 x 2048, 463 vs 435 at
   // 96 x 16384 x 4096, 663 vs 630 at 128 x 16384 x 7168, 1208 vs 1170 at 1024 x 2048 x 7168,
   // 1282 vs 1229 at 1024 x 4096 x 7168; level at 256 x 16384 (992 vs 985 at K = 4096, 1037 vs
-  // 1042 at 7168) (RESULTS.md 21c, 21e). Since run 22 also with it where its tiles make one
+  // 1042 at 7168) (tuning log 21c, 21e). Since run 22 also with it where its tiles make one
   // wave of full row blocks (M a multiple of 128) to K = 3072, against the
   // same tiles without (22c, 22d): +4 % (geometric mean) at the 24 shapes measured, 0 to +7 %
   // (724 vs 692 at 256 x 8192 x 2048, 818 vs 775 at 384 x 5632 x 2048, 873 vs 814 at
@@ -354,7 +355,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // Measured from K = 2048 (M <= 64: at every K; until run 20 not from 1024 to 1792 beyond one
   // wave, where the rules below took 128-row tiles, half empty: 302 vs 257 at 64 x 24576 x 1536,
   // 150 vs 131 at 32 x 24576 x 1536, 227 vs 189 at 64 x 16384 x 1024, 285 vs 245 at
-  // 64 x 32768 x 1024, 270 vs 234 at 64 x 24576 x 1024, RESULTS.md 20g); where no 128-row tile
+  // 64 x 32768 x 1024, 270 vs 234 at 64 x 24576 x 1024, tuning log 20g); where no 128-row tile
   // fits in one wave at M > 64, the rules below. Since run 22 also from K = 1664 at
   // 96 < M <= 256 where the rule takes 64-row tiles (its 128-row ones there lack the programmatic
   // dependent launch the rules below give them): until then the rules below took 128-row tiles,
@@ -366,10 +367,10 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // were ahead at five of six shapes, by up to 23 % (875 vs 713 at 192 x 16384 x 7168, 755 vs 687
   // at 192 x 7168 x 7168, 667 vs 568 at 192 x 6144 x 7168; 3 % behind at 192 x 6144 x 2048). At
   // M = 320 (a sixth of the rows empty) they were ahead at four of nine and up to 9 % behind
-  // (RESULTS.md 18b, 18c): there the cost decides.
+  // (tuning log 18b, 18c): there the cost decides.
   // At M <= 64 the 64-row tiles launch with programmatic dependent launch (their _pdl
   // configurations): with the width the rule takes, ahead of the same kernel without it at 16 of
-  // the 17 shapes measured, by 5-23 % (RESULTS.md 19b, 19c): 210 vs 197 at 64 x 32768 x 512
+  // the 17 shapes measured, by 5-23 % (tuning log 19b, 19c): 210 vs 197 at 64 x 32768 x 512
   // (64 x 128), 38 vs 32 at 64 x 1536 x 512 (64 x 16), 81 vs 68 at 64 x 7168 x 256 (64 x 64),
   // 279 vs 265 at 64 x 4096 x 7168 (64 x 32), 297 vs 283 at 64 x 16384 x 2048; 2 % behind at
   // 48 x 24576 x 512 (64 x 96, 141 vs 144). Since run 29 the 96- and 112-wide 128-row tiles at
@@ -381,13 +382,13 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // and 3584 (M = 512), where CUTLASS's 128 x 128 makes 112: 991 vs 933 at 256 x 7168 x 7168,
   // 1149 vs 1041 at 512 x 3584, 1227 vs 1110 at 1024 x 3584 (two waves), 1130 vs 980 at
   // 640 x 5120 x 7168 (ahead at all 16 shapes measured where the table takes them, by 3-15 %;
-  // RESULTS.md 18a-18d). Until run 29 not at M <= 320 where the last 128-row block is at most
+  // tuning log 18a-18d). Until run 29 not at M <= 320 where the last 128-row block is at most
   // half full (737-750 vs 843-848 for CUTLASS's 128 x 128 at 320 x 4608 x 7168, 18c), nor the
   // 96-wide tiles over any such block (below): see the end of the next paragraph.
   const int64_t tiles96 = count(96);
   // A last 128-row block at most half full (M % 128 from 1 to 64): there our 128 x 96 tiles fell
   // far behind the wider ones, the more the emptier that block, and behind cuBLAS at most such
-  // shapes. Where the table took them (RESULTS.md 24h, 40 shapes): 0.60-1.03 of the best
+  // shapes. Where the table took them (tuning log 24h, 40 shapes): 0.60-1.03 of the best
   // configuration measured, 0.83 at the median, behind cuBLAS at 27; at M % 128 from 65 to 124,
   // 0.82-0.98 (15 shapes), behind cuBLAS at 2. Not understood then: that row block's share of the
   // tiles is the same for every width. So they are not taken there; the few-tiles rule's cost
@@ -469,9 +470,9 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
     // From K = 1664 to 1920 a 128-row choice goes to the rules below.
   }
   // Long K: the mainloop dominates; what is left to choose is how the tiles fill the SMs' waves.
-  // Graph replays, TFLOP/s (RESULTS.md run 11; our own tiles have gained 3-8 % since, run 14).
+  // Graph replays, TFLOP/s (tuning log run 11; our own tiles have gained 3-8 % since, run 14).
   // Our own kernel's loops unrolled by turns of the ring: 3-8 % from K = 2048 (16 k blocks).
-  // Below it (RESULTS.md run 15a, K = 1024 to 1792): 192-wide tiles with them from K = 1280,
+  // Below it (tuning log run 15a, K = 1024 to 1792): 192-wide tiles with them from K = 1280,
   // 1140 vs 1103 at 6144 x 4608 x 1280, 1174 vs 1101 at 6144 x 7168 x 1536, 1170 vs 1078 at
   // K = 1792 (at K = 1024, 1046 vs 1061, and equal at 6144 x 1536); 96-wide ones without them
   // below 2048, within 5.5 % either way (859 vs 824 at 6144 x 1536 x 1024, 821 vs 850 at
@@ -482,7 +483,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   const int64_t tiles192 = count(192);
   // - Among those, our 128 x 256 tiles (K > 1024) where their waves hold no more columns than the
   //   192-wide ones': a wave of either takes as long per column, so fewer or fuller waves win
-  //   (RESULTS.md run 15f). 1258 vs 1154 at 4096 x 4096 x 7168 (4 waves of 256 against 6 of
+  //   (tuning log run 15f). 1258 vs 1154 at 4096 x 4096 x 7168 (4 waves of 256 against 6 of
   //   192), 1198 vs 1119 at 4096 x 7168 x 7168 (7 against 10), 1245 vs 1112 at K = 16384,
   //   1084 vs 1026 at 4096 x 24576 x 1536 (equal), 1194 vs 1122 at 8192 x 7168 x 7168; 192-wide
   //   where theirs hold fewer: 1251 vs 1142 at 2048 x 7168 x 7168, 1205 vs 1084 at
@@ -491,7 +492,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   //   256-wide ones' then held at most 4.3 % more columns in the sample below): there a
   //   256-wide column cost less. Not understood; a guess, not measured: fewer operand bytes per
   //   multiply-add through L2 and shared memory, under the power cap. At 44 random shapes where
-  //   the rule took 128 x 192 (RESULTS.md 30a), 128 x 256 against it: from 20 waves +4.5 %
+  //   the rule took 128 x 192 (tuning log 30a), 128 x 256 against it: from 20 waves +4.5 %
   //   (geometric mean) at 19, the least 0.976; 17-19 waves +1.4 % at 6; 13-16 -0.7 % at 9; up to
   //   12, -3.9 % at 10 (1030 vs 1083 at 6144 x 7168 x 2048, 14 waves). At 24 fresh shapes the
   //   change took (30b): +5.4 %, from 0.98 to 1.12 (1172 vs 1054 at 6400 x 32384 x 6144, 1167 vs
@@ -500,7 +501,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   //   4172 x 16512 x 1152), so not there.
   // - Our 128 x 160 tiles in their place (K > 1024) where its waves hold at most 0.9 of the
   //   columns of the better of the two (since run 29): +20 % (geometric mean) at 20 random such
-  //   shapes (RESULTS.md 29f), the least +15 %; 1176 vs 969 at 1292 x 9600 x 5632 (five waves of
+  //   shapes (tuning log 29f), the least +15 %; 1176 vs 969 at 1292 x 9600 x 5632 (five waves of
   //   160 against five of 192, the last 4 % full), 1281 vs 1058 at 6984 x 1920 x 5120, 984 vs
   //   795 at 396 x 25856 x 6144, where the 192-wide tiles had led cuBLAS by 0-13 %. Where the
   //   columns differ by a few per cent, no width led at every shape (29e: 1117 vs 1100 for 192
@@ -519,7 +520,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   //   (16 tiles), 1073-1097 vs 957-966 (1075 stream-K) at 1024 x 4608 (384 tiles, 97 % full).
   //   (At long K where some 128-row tile fits in one wave, the few-tiles rule above comes first.)
   //   In up to three waves their k blocks pipelined (the few-tiles rule's 128 x 96 too, which
-  //   never makes more): -1 % to +15 %, +2 % at the median, at the 22 such shapes of RESULTS.md
+  //   never makes more): -1 % to +15 %, +2 % at the median, at the 22 such shapes of the tuning
   //   17g and 17i (1116 vs 1083 at 1024 x 1536 x 7168, 1134 vs 983 at 1536 x 1024 x 7168);
   //   in four or more, unrolled by turns, ahead at six of nine shapes: 1096 vs 967 at
   //   1536 x 7168 x 7168, 1034 vs 915 at 6144 x 1024 x 7168, 1132 vs 1027 at 1536 x 5120 x 7168
@@ -537,7 +538,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
       return index_of(waves(tiles96) <= 3 ? "own_128x96_pipe" : "own_128x96");
     }
     // Four waves or more where our 128 x 128 tiles' waves hold no more columns: the fallback's
-    // choice, our 128 x 128 at every such shape measured (RESULTS.md 24j): +17 % (geometric
+    // choice, our 128 x 128 at every such shape measured (tuning log 24j): +17 % (geometric
     // mean) at 27 random shapes, from +9 % to +39 % (1191 vs 1023 at 868 x 7168 x 6144, 1156 vs
     // 833 at 6244 x 1664 x 7040, 974 vs 873 at 3836 x 2816 x 1024 with programmatic dependent
     // launch), where the 96-wide tiles had been behind cuBLAS at 12 of the 18 it ran (none now).
@@ -548,17 +549,17 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   //   are two-thirds full), our 128 x 112 (in up to three waves) or our 128 x 160, on a tie the
   //   earlier, all pipelined (128 x 112 only at N > 2048: see the few-tiles rule). Against
   //   CUTLASS's 128 x 128, the table's choice at all of these
-  //   through run 17 (RESULTS.md 18b, 18d): 128 x 160 963 vs 774 at 640 x 7168 x 2048, 1110 vs
+  //   through run 17 (tuning log 18b, 18d): 128 x 160 963 vs 774 at 640 x 7168 x 2048, 1110 vs
   //   894 at K = 7168, 1135 vs 1025 at 1024 x 7168 x 7168 (3 waves against 4), 1060 vs 913 at
   //   1536 x 4608 x 2048, 1204 vs 1019 at 1024 x 5120 x 4096; 128 x 112 1180 vs 1050 at
   //   768 x 7168 x 7168 (3 waves, 97 % full, against 3 of 85 %), 903 vs 810 at 768 x 4608 x 2048.
   //   Stream-K, which splits K so that every SM gets the same work, lost at every shape measured
   //   that reaches this rule: 1057 vs 1101 at 512 x 7168 x 7168, 1009 vs 1105 at 768 x 7168, 1070
-  //   vs 1085 at 1024 x 7168 (RESULTS.md run 12; 1079 vs 1135 for 128 x 160 in 18d). It won only
+  //   vs 1085 at 1024 x 7168 (tuning log run 12; 1079 vs 1135 for 128 x 160 in 18d). It won only
   //   at 1024 x 4608 x 7168 (1056 vs 938, its last wave 18 % full), which the 96-wide rule takes.
   //   Our 128 x 128 in CUTLASS's place (run 21): 1253 vs 1133 at 2048 x 4096 x 7168, 1249 vs 1109
   //   at 2048 x 5120 x 7168, 1244 vs 1123 at 4096 x 2048 x 7168, 1019 vs 899 at 2048 x 2048 x 2048
-  //   (RESULTS.md 21e).
+  //   (tuning log 21e).
   //   Below K = 2048 (CUTLASS's 128 x 128 through run 20) the same with programmatic dependent
   //   launch, and our 192-wide short-K tiles in 128 x 160's place: against CUTLASS's 128 x 128,
   //   835 vs 729 at 1024 x 7168 x 1024 (128 x 128), 681 vs 604 at 512 x 7168 x 1024 (128 x 112),
@@ -587,7 +588,7 @@ int choose_unswapped(int64_t m, int64_t n, int64_t k, int64_t sms) {
   // short K only): at the 9 of 40000 random shapes where that changed the choice (from our
   // 128 x 128) and 6 at N = 2112 or 1088 (DeepSeek-V3's fused q_a/kv_a projection, whose last
   // 128-wide tile is half empty), ahead at all 15, +15 % (geometric mean), the least +7 %
-  // (1282 vs 954 at 3072 x 2112 x 7168, 1192 vs 994 at 4096 x 2112 x 7168; RESULTS.md 31b).
+  // (1282 vs 954 at 3072 x 2112 x 7168, 1192 vs 994 at 4096 x 2112 x 7168; tuning log 31b).
   if (wave_columns(192) < least) pick = short_k ? "own_128x192_shortk" : "own_128x192";
   return index_of(pick);
 }

@@ -1,5 +1,6 @@
 // The CUTLASS configurations the H100 path is built with, one translation unit each
 // (gemm_sm90_<name>.cu), and the problem description they share.
+// Run numbers (run 15b, 25a-25c) cite the gemm tuning log: git show c631808:benchmarks/RESULTS.md
 #pragma once
 
 #include <cstddef>
@@ -29,13 +30,13 @@ struct Problem {
 // scale block), cluster (M x N) and, where not the persistent data-parallel one, the tile scheduler;
 // "own" is our own kernel (gemm_sm90_own_kernel.cuh), the rest CUTLASS's; "own_swap_WxN" its
 // swapped tiles (W rows of out by N columns, computed as out's transpose: gemm_sm90_own_swap.cu).
-// Since run 21 of benchmarks/RESULTS.md the dispatch table (gemm_sm90.cu) chooses our own alone;
+// Since run 21 of the tuning log the dispatch table (gemm_sm90.cu) chooses our own alone;
 // CUTLASS's are built and tested as the baseline the configuration matrices measure ours against.
 // Tried and left out: a CUTLASS 128 x 192 tile (b_scale expanded to 64 or 32 columns per scale):
 // its blockwise mainloop compiles for neither ("Stride Divisibility Condition" in its scale-copy
 // partitioning; for 32 also "Accumulator and scaleB must have same shape"), hence our own kernel;
 // larger epilogue store tiles (64 x 128 ping-pong, 128 x 64 cooperative): no faster at any shape
-// (benchmarks/RESULTS.md).
+// (the tuning log).
 #define GEMM_SM90_CONFIGS(X)        \
   X(coop_128x128_c1x2)              \
   X(coop_128x128_c2x1)              \

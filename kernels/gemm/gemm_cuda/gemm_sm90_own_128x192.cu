@@ -3,8 +3,9 @@
 // and own_128x192_shortk (the same, loops not unrolled, launched with programmatic dependent
 // launch) for short K in the table in gemm_sm90.cu; own_128x192_d2 (two output buffers, 3 stages,
 // not unrolled), the table's short-K choice through run 13, is built and tested for exploration.
-// Programmatic dependent launch (RESULTS.md run 15b) gained 1-13 % at every short-K shape
+// Programmatic dependent launch (tuning log run 15b) gained 1-13 % at every short-K shape
 // measured and nothing consistent at long K, where a call's set-up is a small part of it.
+// Run numbers (run 15b, 25a-25c) cite the gemm tuning log: git show c631808:benchmarks/RESULTS.md
 #include "gemm_sm90_own_launch.cuh"
 
 GEMM_SM90_DEFINE_OWN_CONFIG(own_128x192, false, 192, 1, true)

@@ -1,7 +1,7 @@
 // Our own H100 (sm_90a) FP8 kernel, first for the tiles CUTLASS 4.2's blockwise mainloop cannot
 // build: 128 x BLOCK_N with BLOCK_N not a multiple of 128 (gemm_sm90.cu's table uses 64, 96, 112,
 // 160 and 192), 128 x 256 in two 128-column waves (kWaveN below), and 64 x 16 to 64 x 128 with
-// one math warpgroup; since run 21 of benchmarks/RESULTS.md also for CUTLASS's own tile,
+// one math warpgroup; since run 21 of the tuning log also for CUTLASS's own tile,
 // 128 x 128, where ours was faster.
 // Same layouts and result as the CUTLASS configurations (gemm_sm90_kernel.cuh):
 //   a        (M, K) row-major e4m3
@@ -37,6 +37,7 @@
 // (stmatrix .trans) into a buffer in out's own layout, BN rows of the warpgroup's 64 columns, and
 // stores it with one TMA store, which clips rows >= M. The last column block leaves at most 15 of
 // its BN columns empty, where a 128-row tile's last row block leaves up to 127 rows empty.
+// Run numbers (run 15b, 25a-25c) cite the gemm tuning log: git show c631808:benchmarks/RESULTS.md
 #pragma once
 
 #include <cstdint>
@@ -74,7 +75,7 @@ constexpr int kSmemCapacity = 232448;  // H100 opt-in dynamic shared memory per 
 constexpr int kSmemPerSm = 233472;     // H100 shared memory per SM
 // The TMA loads' L2 cache policy (.L2::cache_hint): createpolicy's encoding of evict_normal, the
 // value of CuTe's TMA::CacheHintSm90::EVICT_NORMAL. Through run 13 the kernel passed 0, which
-// encodes no documented policy; RESULTS.md run 14 timed 0, evict_normal, and evict_last for B,
+// encodes no documented policy; tuning log run 14 timed 0, evict_normal, and evict_last for B,
 // within the noise of one another.
 constexpr uint64_t kEvictNormal = 0x1000000000000000ull;
 constexpr int kGroupM = 8;             // tiles are walked in groups of 8 row blocks (L2 reuse)
@@ -107,7 +108,7 @@ using WgmmaOp = typename WgmmaAtom<N>::type;
 // kDBufs: output staging buffers per math warpgroup. With two, a tile's bf16 rows go into one
 // while the TMA still reads the previous tile's from the other, for short K, where a tile's
 // mainloop is too short to hide its stores; it costs a pipeline stage of shared memory. Since the
-// epilogue writes with stmatrix (RESULTS.md run 14), one buffer is as fast or faster at every
+// epilogue writes with stmatrix (tuning log run 14), one buffer is as fast or faster at every
 // shape measured, and the table no longer takes two.
 // kTurns: the k-block loops unrolled by turns of the ring (for_each_k_block), for long K.
 // kWaveN: the tile's columns are computed kWaveN at a time (BN / kWaveN "waves" per k block, one
@@ -122,12 +123,12 @@ using WgmmaOp = typename WgmmaAtom<N>::type;
 // kMaxStages: the ring's stages if that many fit. 8 for the 128-row tiles (as measured through
 // run 15); 16 for the 64-row ones, whose stages are 10-25 KB: the ring DeepGEMM gives its small
 // tiles (against 8: the same within 2 % but at 16 x 7168 x 2048 and 32 x 7168 x 7168, 11 % and
-// 20 % ahead; RESULTS.md run 17a).
+// 20 % ahead; tuning log run 17a).
 // kPipe: two wgmma results in flight (math_tile): a k block's promotion overlaps the next k
 // block's wgmma, where otherwise each result is waited for and promoted before the next wgmma
 // starts. For one wave per k block and loops not unrolled by turns. The 64-row tiles take it,
 // 1-40 % faster at 16 shapes, ahead of DeepGEMM's 64-row kernels at most small-M shapes now, and
-// 128 x 64, 2 % behind to 15 % ahead (RESULTS.md run 17b). 128 x 96 is built both ways: pipelined
+// 128 x 64, 2 % behind to 15 % ahead (tuning log run 17b). 128 x 96 is built both ways: pipelined
 // it is -1 % to +15 % in up to three waves, but up to 12 % behind the loops unrolled by turns in
 // more, where their throughput counts (17g, 17i; the table takes each where it is ahead).
 // kCtasPerSm: CTAs resident per SM (the grid holds that many per SM), each with an equal share of
@@ -138,7 +139,7 @@ using WgmmaOp = typename WgmmaAtom<N>::type;
 // whole tile. A smaller buffer takes a tile's columns a part at a time, each part's stores read
 // out of it before the next part goes in, and leaves its shared memory to the ring: one box gives
 // 128 x 128 tiles a sixth stage (own_128x128_pipe). Where a CTA runs many tiles, the wait between
-// parts delays its next tile: 128 x 192 and 128 x 256 lost 5-10 % with one box (RESULTS.md run
+// parts delays its next tile: 128 x 192 and 128 x 256 lost 5-10 % with one box (tuning log run
 // 23), though it gave them a stage too.
 // kSwapAB_: the tile's rows are columns of the output and its columns rows (swapped tiles, at the
 // top of this file).
@@ -258,7 +259,7 @@ __device__ __forceinline__ void advance(int& stage, uint32_t& phase) {
 // table takes these tiles, about what DeepGEMM's JIT gets from compiling K in; at K = 256 to 512,
 // where a tile is a few k blocks, it costs 3-15 %, and for 96-wide tiles it lost up to K = 1536
 // even where the unrolled code did not run (a larger kernel): hence configurations of both kinds,
-// the table's choice from K = 2048 (RESULTS.md run 14).
+// the table's choice from K = 2048 (tuning log run 14).
 template <int kStages, bool kTurns, class Body>
 __device__ __forceinline__ void for_each_k_block(int num, int& stage, uint32_t& phase,
                                                  Body&& body) {
@@ -319,7 +320,7 @@ __host__ __device__ __forceinline__ void tile_coords(const Params& p, int tile, 
 // them bit for bit (an output element's sum does not depend on where its row sits in the tile),
 // and both store them. Why: TMA loads of A boxes mostly past M (rows the TMA fills with zeros)
 // slowed every CTA of the call, not only those loading them: 36.1 against 26.4 us per call at
-// 388 x 3712 x 8192 (RESULTS.md 28).
+// 388 x 3712 x 8192 (tuning log 28).
 template <class Cfg>
 __device__ __forceinline__ int tile_row0(const Params& p, int m_blk) {
   return m_blk == p.num_m_blocks - 1 ? p.last_row0 : m_blk * Cfg::kBlockM;
@@ -327,7 +328,7 @@ __device__ __forceinline__ int tile_row0(const Params& p, int m_blk) {
 
 // The first of the columns a tile loads, computes and stores: its column block's, except in a
 // last column block that runs past N, where the launch moved the tile back to end at column N
-// (Sm90Order::shift; the launch's last_col0), as tile_row0 does for rows. Measured (RESULTS.md
+// (Sm90Order::shift; the launch's last_col0), as tile_row0 does for rows. Measured (tuning log
 // 29g): 901 against 791 TFLOP/s for our 128 x 96 at 2176 x 640 x 5632 (seven tiles across N, the
 // last two-thirds full), 746 against 641 at 2816 x 512 x 3072; within 1 % where N holds many
 // tiles (600 x 20992 x 7680, 128 x 160). The launch moves it only where its first column is then
@@ -476,7 +477,7 @@ __device__ __forceinline__ void math_tile(const Params& p, uint8_t* smem, int m_
   // The stage's operands are consumed once its last wgmma is done: release it to the producer.
   // Every thread arrives for its own reads (one lane per warp would do by the memory model after
   // a __syncwarp, but compute-sanitizer's racecheck then reports the other lanes' reads as racing
-  // the producer's next writes: benchmarks/racecheck_repro.cu, RESULTS.md).
+  // the producer's next writes: benchmarks/racecheck_repro.cu).
   auto release = [&](int stage) { mbarrier_arrive(full0 + (Cfg::kStages + stage) * 8); };
   // Promotion of wave w's finished result t into the accumulator. wgmma m64nNk32's result
   // layout: value 4*j + {0,1} is (row0, 8*j + 2*(lane%4) + {0,1}), value 4*j + {2,3} is row0 + 8;
@@ -748,7 +749,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSm)
       // lane 0 before its arrival, the stage's second (mbarrier arrive releases, the math warps'
       // wait acquires). So the TMA issue above never waits for a load's latency. It walks the
       // ring with a plain loop, not for_each_k_block: unrolled, its loads' addresses spilled out
-      // of the producer warpgroup's 40 registers (RESULTS.md run 14), and it is off the critical
+      // of the producer warpgroup's 40 registers (tuning log run 14), and it is off the critical
       // path.
       const int lane = threadIdx.x % 32;
       for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {

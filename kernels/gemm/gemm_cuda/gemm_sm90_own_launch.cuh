@@ -3,6 +3,7 @@
 // Included by each gemm_sm90_own_*.cu.
 // The tile order is the kernel's own (groups of 8 row blocks); Problem's swizzle and raster, the
 // CUTLASS scheduler's settings, do not apply.
+// Run numbers (run 15b, 25a-25c) cite the gemm tuning log: git show c631808:benchmarks/RESULTS.md
 #pragma once
 
 #include <atomic>
@@ -76,7 +77,7 @@ cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
   // math on them goes to output rows past M, which are never stored. Rows past M in A's boxes
   // slowed whole calls (tile_row0 in gemm_sm90_own_kernel.cuh); trimmed, 350 against 323 TFLOP/s at
   // 76 x 11008 x 5120, 292 against 259 at 68 x 9984 x 3584, equal at 116 x 12032 x 2048
-  // (RESULTS.md 29b). Not where the shift is 0 (the boxes as they were), nor swapped (N rows).
+  // (tuning log 29b). Not where the shift is 0 (the boxes as they were), nor swapped (N rows).
   const bool trim = !kSwap && p.shift != 0 && rows < Cfg::kBlockM;
   const uint32_t a_rows = trim ? static_cast<uint32_t>(rows) : Cfg::kBlockM;
   const uint32_t scale_slots = trim ? static_cast<uint32_t>((rows + 3) / 4 * 4) : Cfg::kScaleSlots;
@@ -110,12 +111,12 @@ cudaError_t run(const Problem& p, cudaStream_t stream, bool pdl) {
   const int64_t last_block_row0 = int64_t{params.num_m_blocks - 1} * Cfg::kBlockM;
   const int64_t last_rows = rows - last_block_row0;
   // Shift 1 moves a 128-row tile where the block is less than half full (moved over a half-full
-  // one it lost 4-7 %, RESULTS.md 28), a 64-row tile wherever it is part full. Those had moved
+  // one it lost 4-7 %, tuning log 28), a 64-row tile wherever it is part full. Those had moved
   // as the 128-row ones did until run 30; a half-full block (32 of 64 rows past M) then slowed
   // them as much as an emptier one: moved, +10 % (geometric mean) at 16 random such shapes,
   // 1.00-1.29 (624 against 484 TFLOP/s at 160 x 7296 x 7936, 884 against 686 at
   // 288 x 29440 x 6144); over blocks more than half full, +2 % at 12, 0.99-1.20 (805 against 656
-  // at 291 x 18048 x 8192; RESULTS.md 30c).
+  // at 291 x 18048 x 8192; tuning log 30c).
   const bool move_on_shift_1 = Cfg::kBlockM == 64 || 2 * last_rows < Cfg::kBlockM;
   const bool shift_rows = !kSwap && rows >= Cfg::kBlockM && last_rows < Cfg::kBlockM &&
                           (p.shift == 2 || (p.shift == 1 && move_on_shift_1));

@@ -464,8 +464,9 @@ def test_own_kernels_with_several_tiles_per_sm(
 ):
     """Our persistent kernel with up to six tiles per CTA (the random shapes above are mostly
     one wave), K up to past its pipeline's stages: the stage ring and its barrier phases carry
-    over from tile to tile. A ping-pong variant tried in the sixth session (RESULTS.md run 13)
-    passed the random shapes and crashed at such a shape (1024 x 7168 x 512) in the benchmark."""
+    over from tile to tile. A ping-pong variant tried on 2026-11-23 (run 13 of the gemm tuning
+    log, `git show c631808:benchmarks/RESULTS.md`) passed the random shapes and crashed at such
+    a shape (1024 x 7168 x 512) in the benchmark."""
     use_cuda_kernel(kernel, monkeypatch)
     a, b, a_scale, b_scale = make_inputs(m, n, k, torch.float8_e4m3fn, device, seed=m + n + k)
     out = gemm.gemm(a, b, a_scale, b_scale)

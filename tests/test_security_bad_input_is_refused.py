@@ -1,31 +1,48 @@
-"""Attack class: compiler flags in build.toml (cxx-flags, cuda-flags, hip-flags, sycl-flags).
+"""What input is refused: one error naming the file, the key and what would be valid, before
+anything is written.
 
-A flag reaches gcc, clang or nvcc as written, and compilers have options that run a program,
-load a plugin, write a file wherever they say or read more options from a file. Each such flag
-is refused by validate / generate with one error naming the file, the key and index, the flag
-and what it would do; the real compilers are run to show that each attack tested end to end
-works when the flag is given to them directly.
+Compiler flags in build.toml (cxx-flags, cuda-flags, hip-flags, sycl-flags): a flag reaches gcc,
+clang or nvcc as written, and compilers have options that run a program, load a plugin, write a
+file wherever they say or read more options from a file. Each such flag is refused by validate /
+generate with one error naming the file, the key and index, the flag and what it would do; the
+real compilers are run to show that each attack tested end to end works when the flag is given
+to them directly. Then strings that would reach generated files, YAML or CMake as more than they
+say (a trailing newline, foreign digits, a CMake keyword), command-line arguments (checked before
+the first write) and target folders that are system or home folders.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from build2cmake.api import generate_torch, validate
+from build2cmake.api import clean, generate_torch, validate
 from build2cmake.config.flags import flag_problem
-from build2cmake.errors import BuildConfigError
-from tests.conftest import NVCC, requires_nvcc, requires_rocm_toolchain
-from tests.security import Scene, assert_one_user_error, cli, state
+from build2cmake.errors import Build2CMakeError, BuildConfigError
+from build2cmake.hub_variants import parse_variant
+from build2cmake.safefs import SYSTEM_FOLDERS
+from tests.conftest import NVCC, REPO, requires_nvcc, requires_rocm_toolchain
+from tests.security import (
+    Scene,
+    assert_one_user_error,
+    cli,
+    cli_in,
+    state,
+)
 from tests.test_quoting import CORPUS_FLAGS
+
+# Compiler flags -----------------------------------------------------------------------------------
+
 
 RUNS = "runs a program"
 LOADS = "loads a plugin"
@@ -216,8 +233,6 @@ def test_corpus_flags_pass_the_flag_rule() -> None:
     assert {flag: flag_problem(flag) for flag in CORPUS_FLAGS} == dict.fromkeys(CORPUS_FLAGS)
 
 
-# Refusals that say what to write instead, and harmless flags let through -----------------------
-
 CUDA_ARCHS = "from its `cuda-capabilities` key"
 ROCM_ARCHS = "from its `rocm-archs` key"
 
@@ -351,9 +366,6 @@ def test_split_dwarf_writes_its_file_beside_the_object_file(tmp_path: Path) -> N
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.cpp", "x.dwo", "x.o"]
 
 
-# End to end: the attack works on the real compiler, and build refuses it ------------------------
-
-
 @pytest.fixture
 def wrapper(tmp_path: Path, scene: Scene) -> tuple[Path, Path]:
     """A script in the project that, run as gcc's -wrapper, leaves a marker outside the project
@@ -417,9 +429,6 @@ def test_build_refuses_a_response_file_that_would_smuggle_a_wrapper_in(
     assert not marker.exists()
     assert state(scene.project) == before
     scene.assert_sentinel_untouched()
-
-
-# A flag that crashes clang: its crash handler writes to $TMPDIR, outside the project ------------
 
 
 def files_under(folder: Path) -> list[str]:
@@ -500,3 +509,184 @@ def test_validate_refuses_shell_syntax_that_nvcc_would_run(scene: Scene, tmp_pat
     result = cli("generate-torch", scene.build_toml)
     assert_one_user_error(result, "[kernel.ops_cuda].cuda-flags[0]", "'$'", "through a shell")
     assert not marker.exists()
+
+
+# Strings that would reach generated files as more than they say -----------------------------------
+
+
+def set_kernel_key(scene: Scene, kernel: str, key: str, value: str) -> None:
+    """Replace `key = ...` of `[kernel.<kernel>]` with a TOML-escaped `value` list."""
+    lines = scene.build_toml.read_text().splitlines()
+    start = lines.index(f"[kernel.{kernel}]")
+    for i in range(start + 1, len(lines)):
+        if lines[i].startswith(f"{key} ="):
+            lines[i] = f"{key} = [{value}]"
+            break
+    scene.build_toml.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.usefixtures("own_key_folder")
+@pytest.mark.parametrize(
+    ("kernel", "key", "value", "shown"),
+    [
+        ("ops_cuda", "cuda-capabilities", '"8.0\\n"', "'8.0\\n'"),
+        ("ops_cuda", "cuda-capabilities", '"\\u0668.\\u0660"', "is not a CUDA compute capability"),
+        ("scale_add_rocm", "rocm-archs", '"gfx90a:xnack-\\n"', "unknown target feature"),
+    ],
+)
+def test_archs_with_a_trailing_newline_or_foreign_digits_are_refused(
+    scene: Scene, kernel: str, key: str, value: str, shown: str
+) -> None:
+    set_kernel_key(scene, kernel, key, value)
+    assert_one_user_error(cli("validate", scene.build_toml), key, shown)
+
+
+@pytest.mark.usefixtures("own_key_folder")
+@pytest.mark.parametrize(
+    "text", ["torch2.13-cpu\n", "torch\u0662.\u0661\u0663-cpu", "torch213-cxx11-cpu-x86_64-linux\n"]
+)
+def test_variant_names_with_a_trailing_newline_or_foreign_digits_are_refused(text: str) -> None:
+    with pytest.raises(Build2CMakeError):
+        parse_variant(text, machine="x86_64")
+
+
+@pytest.mark.usefixtures("own_key_folder")
+@pytest.mark.parametrize("keyword", ["PUBLIC", "INTERFACE", "PRIVATE", "SYSTEM", "BEFORE", "AFTER"])
+def test_an_include_folder_named_like_a_cmake_keyword_is_refused(
+    scene: Scene, keyword: str
+) -> None:
+    """target_include_directories(t PRIVATE PUBLIC) takes the folder for a keyword: it would
+    silently drop out of the include path."""
+    (scene.project / keyword).mkdir()
+    set_kernel_key(scene, "scale_add_rocm", "include", f'"hip", "{keyword}"')
+    assert_one_user_error(cli("validate", scene.build_toml), f"'{keyword}' is a keyword")
+
+
+@pytest.mark.parametrize(
+    "folder", ["${{ secrets.HF_TOKEN }}", "a: b", "#x", "a b", "x*", "caf\u00e9", "it's"]
+)
+def test_ci_github_refuses_a_path_actions_or_yaml_would_read_as_more(
+    scene: Scene, folder: str
+) -> None:
+    repository = scene.project.parent / "repo"
+    shutil.move(scene.project, repository / folder)
+    result = cli_in(repository, "ci", "github", f"{folder}/build.toml", "--repository", ".")
+    assert_one_user_error(result, "build.toml path", "ASCII letters")
+    assert result.stdout == ""
+
+
+def test_ci_github_workflow_of_a_plain_path_names_it() -> None:
+    result = cli_in(
+        REPO, "ci", "github", "tests/fixtures/scale_add/build.toml", "--repository", "."
+    )
+    assert result.returncode == 0, result.stderr
+    assert '"BUILD_TOML": "tests/fixtures/scale_add/build.toml"' in result.stdout
+    assert "secrets" not in result.stdout
+
+
+# Arguments and targets, checked before the first write --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["-D", "NOEQUALS"],
+        ["-D", "=value"],
+        ["-D", "A B=1"],
+        ["-j", "0"],
+        ["-j", "-4"],
+        ["--ops-id", "abc\n"],
+        ["--ops-id", "\u0661\u0662"],  # Arabic-Indic digits: \d would take them
+        ["--ops-id", "a" * 33],
+        ["--ops-id", "a-b"],
+        ["--backend", "cuda", "--ops-id", ""],
+    ],
+)
+def test_build_checks_its_arguments_before_writing_anything(
+    scene: Scene, arguments: list[str]
+) -> None:
+    before = state(scene.project)
+    result = cli("build", scene.build_toml, *arguments)
+    assert_one_user_error(result)
+    assert state(scene.project) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("-j", "0"), "-j 0"),
+        (("--concurrent", "0"), "--concurrent 0"),
+        (("-D", "not a define"), "-D"),
+        (("--ops-id", "x;y"), "--ops-id"),
+    ],
+)
+def test_build_variants_checks_arguments_before_writing(
+    scene: Scene, args: tuple[str, ...], needle: str
+) -> None:
+    before = state(scene.project)
+    result = cli("build", scene.build_toml, "--variants", "torch2.13-cpu", "--no-isolation", *args)
+    assert_one_user_error(result, needle)
+    assert state(scene.project) == before
+    scene.assert_sentinel_untouched()
+
+
+def test_build_variants_refuses_an_undeclared_backend_before_writing(tmp_path: Path) -> None:
+    assert cli_in(tmp_path, "init", "k", "--name", "me/k-one", "--backends", "cpu").returncode == 0
+    before = state(tmp_path / "k")
+    result = cli("build", tmp_path / "k" / "build.toml", "--variants", "torch2.13-cu130")
+    assert_one_user_error(result, "torch2.13-cu130", "declares no such backend")
+    assert state(tmp_path / "k") == before
+
+
+@pytest.mark.parametrize("ops_id", ["abc\n", "\u0661", "a" * 33, "x y", ""])
+def test_generate_refuses_a_bad_ops_id_before_writing(scene: Scene, ops_id: str) -> None:
+    before = state(scene.project)
+    assert_one_user_error(cli("generate-torch", scene.build_toml, "--ops-id", ops_id), "--ops-id")
+    assert state(scene.project) == before
+
+
+def test_generate_accepts_a_32_character_ops_id(scene: Scene) -> None:
+    ops_id = "A_z9" * 8
+    assert cli("generate-torch", scene.build_toml, "--ops-id", ops_id).returncode == 0
+    assert (
+        f"_scale_add_cpu_{ops_id}"
+        in (scene.project / "CMakeLists.txt").read_text()
+        + (scene.project / "torch-ext" / "scale_add" / "_ops.py").read_text()
+    )
+
+
+def test_nul_byte_and_overlong_names_are_one_error(tmp_path: Path) -> None:
+    with pytest.raises(Build2CMakeError):
+        clean(tmp_path / "a\0b" / "build.toml")
+    long_folder = tmp_path / ("x" * 300)
+    result = cli("clean", long_folder / "build.toml")
+    assert_one_user_error(result, "x" * 300)
+    result = cli("generate-torch", tmp_path / "build.toml", long_folder)
+    assert "Traceback" not in result.stderr and result.returncode == 2
+
+
+def other_users_home() -> Path:
+    """An existing home folder from the password database that is not $HOME."""
+    home = os.environ.get("HOME", "")
+    for entry in pwd.getpwall():
+        path = Path(entry.pw_dir)
+        if entry.pw_dir not in ("", "/", home) and path.is_dir() and path not in SYSTEM_FOLDERS:
+            return path
+    pytest.skip("no other user's home folder on this machine")
+
+
+@pytest.mark.parametrize("folder", ["/", "/etc", "/usr", "/bin", "/lib", "/var", "/home", "/tmp"])
+def test_clean_and_generate_refuse_system_folders(folder: str) -> None:
+    # --dry-run: were the guard broken, the test still deletes nothing.
+    result = cli("clean", Path(folder) / "build.toml", folder, "--dry-run")
+    assert_one_user_error(result, "refusing")
+
+
+def test_any_users_home_is_refused_not_only_home(tmp_path: Path) -> None:
+    home = other_users_home()
+    env = {**os.environ, "HOME": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-m", "build2cmake", "clean", str(home / "build.toml"), "--dry-run"],
+        capture_output=True, text=True, env=env, check=False, timeout=60,
+    )  # fmt: skip
+    assert_one_user_error(result, "home folder")

@@ -1,5 +1,9 @@
-"""Attack class 1: a crafted manifest or variants record must not make generate or clean delete
-anything outside the project, nor anything inside it that generate or build did not make."""
+"""What may be deleted: only what generate or build made, inside the project.
+
+A crafted manifest or variants record, or a symlink where clean deletes, must not make generate
+or clean delete anything outside the project, nor anything inside it that generate or build did
+not make.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,11 @@ import pytest
 
 from build2cmake.api import clean, generate_torch
 from build2cmake.fileset import MANIFEST_NAME, content_hash, is_generated_name
-from tests.security import Scene, cli, state
+from tests.security import (
+    Scene,
+    cli,
+    state,
+)
 
 
 def sentinel_hashes(scene: Scene) -> dict[str, str]:
@@ -234,3 +242,48 @@ def test_a_hard_link_to_an_outside_file_is_replaced_or_unlinked_never_written(
     write_manifest(scene, {"CMakeLists.txt": content_hash(outside.read_bytes())})
     assert "removed CMakeLists.txt" in cli("clean", scene.build_toml).stdout
     scene.assert_sentinel_untouched()
+
+
+def test_clean_does_not_follow_a_symlinked_generated_folder(scene: Scene) -> None:
+    generate_torch(scene.build_toml)
+    ops = scene.project / "torch-ext" / "scale_add" / "_ops.py"
+    (scene.sentinel / "_ops.py").write_bytes(ops.read_bytes())  # same hash as the manifest's
+    scene.before = state(scene.sentinel)
+    package = scene.project / "torch-ext" / "scale_add"
+    moved = scene.project / "moved"
+    package.rename(moved)
+    package.symlink_to(scene.sentinel)
+    report = clean(scene.build_toml, force=True)
+    assert "torch-ext/scale_add/_ops.py" not in report.removed
+    scene.assert_sentinel_untouched()
+    assert package.is_symlink()
+
+
+def test_clean_target_dir_removes_what_generate_wrote_there(scene: Scene, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    project_before = state(scene.project)
+    assert cli("generate-torch", scene.build_toml, elsewhere).returncode == 0
+    assert (elsewhere / "CMakeLists.txt").is_file()
+    assert state(scene.project) == project_before
+
+    dry = cli("clean", scene.build_toml, elsewhere, "--dry-run")
+    assert dry.returncode == 0 and "would remove CMakeLists.txt" in dry.stdout
+    assert (elsewhere / "CMakeLists.txt").is_file()
+
+    result = cli("clean", scene.build_toml, elsewhere)
+    assert result.returncode == 0, result.stderr
+    assert "removed CMakeLists.txt" in result.stdout
+    assert list(elsewhere.iterdir()) == []
+    assert state(scene.project) == project_before
+
+
+def test_clean_force_through_the_cli(scene: Scene) -> None:
+    generate_torch(scene.build_toml)
+    (scene.project / "CMakeLists.txt").write_text("# mine\n")
+    kept = cli("clean", scene.build_toml)
+    assert "kept CMakeLists.txt" in kept.stdout
+    assert (scene.project / "CMakeLists.txt").read_text() == "# mine\n"
+    forced = cli("clean", scene.build_toml, "--force")
+    assert "removed CMakeLists.txt" in forced.stdout
+    assert not (scene.project / "CMakeLists.txt").exists()
