@@ -12,7 +12,8 @@ project would lead elsewhere (`_check_build_folders`), and it replaces a build f
 build2cmake did not make on this machine (`_claim_build_folders`): a clone can ship a
 build/cmake whose CMakeCache.txt runs code at the configure. The proof of origin is a mark
 keyed by a per-user secret outside the project; build2cmake/folder_marks.py is the same rule
-for `build2cmake build`, and tests/test_hostile_round2_build.py checks that the two agree.
+for `build2cmake build`, and tests/test_security_planted_code_never_runs.py checks that the
+two agree.
 
 pip imports this file from its own folder, cmake/build2cmake-metadata/, which generate keeps
 to this one file: Python looks there first for this module and every module it imports, so a
