@@ -315,9 +315,12 @@ def test_the_sccache_server_does_not_keep_the_build_folder_as_its_temporary_fold
     try:
         result = configure(generated)
         assert result.returncode == 0, result.stderr[-3000:]
-        assert "(SCCACHE_REDIS_ENDPOINT names its remote storage)" in result.stdout
+        said = " ".join(result.stdout.split())
+        assert "(SCCACHE_REDIS_ENDPOINT names its remote storage; base directory: the " in said
         (server,) = server_environments(port)
         assert server["SCCACHE_REDIS_ENDPOINT"] == redis_url
+        # ... and with the project folder as its base directory (issue #52).
+        assert server["SCCACHE_BASEDIRS"] == str(generated)
         assert str(generated) not in server.get("TMPDIR", ""), server.get("TMPDIR")
     finally:
         subprocess.run(["sccache", "--stop-server"], capture_output=True, check=False, timeout=60)
