@@ -16,24 +16,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from build2cmake import (
-    __version__,
-    api,
-    checks,
-    cli_kernel_builder,
-    completions,
-    doctor,
-    interrupts,
-    publish,
-)
-from build2cmake.errors import Build2CMakeError, BuildConfigErrors, printable
-from build2cmake.hub_variants import parse_variants
-from build2cmake.init import DEFAULT_ROCM_ARCHS
-from build2cmake.lock import dependency_text
-from build2cmake.model import BUILDABLE_BACKENDS
+from build2cmake import __version__, api, cli_kernel_builder, completions
+from build2cmake.builds import doctor
+from build2cmake.builds.variant_builds import summary_table
+from build2cmake.builds.variant_env import PackageSources
+from build2cmake.config.hub_variants import parse_variants
+from build2cmake.config.lock import dependency_text
+from build2cmake.config.model import BUILDABLE_BACKENDS
+from build2cmake.generate.init import DEFAULT_ROCM_ARCHS
+from build2cmake.ground import interrupts
+from build2cmake.ground.errors import Build2CMakeError, BuildConfigErrors, printable
+from build2cmake.share import checks, publish
 from build2cmake.toolchains import command as toolchain_command
-from build2cmake.variant_builds import summary_table
-from build2cmake.variant_env import PackageSources
 
 if TYPE_CHECKING:
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]

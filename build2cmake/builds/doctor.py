@@ -18,15 +18,17 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from build2cmake import __version__, rocm_discovery, rocm_installs
-from build2cmake.builder import auto_backend, cmake_program
+from build2cmake import __version__
+from build2cmake.builds import choice
+from build2cmake.builds.builder import auto_backend
+from build2cmake.builds.variant import TorchInfo, arch_variant, query_torch
 from build2cmake.config import load_project
-from build2cmake.errors import Build2CMakeError, printable
-from build2cmake.model import Project
-from build2cmake.rocm_discovery import RocmInstall, RocmLibrary, incomplete_library
-from build2cmake.toolchains import choice, probe, store
+from build2cmake.config.model import Project
+from build2cmake.ground.errors import Build2CMakeError, printable
+from build2cmake.toolchains import probe, rocm_discovery, rocm_installs, store
+from build2cmake.toolchains.programs import cmake_program
 from build2cmake.toolchains.recipes import RECIPES
-from build2cmake.variant import TorchInfo, arch_variant, query_torch
+from build2cmake.toolchains.rocm_discovery import RocmInstall, RocmLibrary, incomplete_library
 
 DEBIAN_ROCM_PACKAGES = "hipcc libamdhip64-dev rocm-device-libs libamd-comgr-dev libhsa-runtime-dev"
 
