@@ -4,7 +4,7 @@ ROCm is found by running the build's own discovery module (build2cmake_find_rocm
 cmake -P); the CUDA search mirrors build2cmake_cuda.cmake. What doctor finds is what a build uses.
 The machine's other ROCm trees and build2cmake's toolchains are listed beside it, each asked the
 same way (toolchains.probe), and the install that compiles each declared arch is named by the
-rule `build2cmake build` follows (toolchains.choice).
+rule `build2cmake build` follows (builds.choice).
 """
 
 from __future__ import annotations

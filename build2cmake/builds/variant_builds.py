@@ -468,7 +468,7 @@ def build_in_toolchain(
         # -P: `python -m` in the project folder would put it first on sys.path, and a
         # build2cmake/ package (or a json.py) of the clone would run instead of ours, as root.
         # The project is generated already (and, for a one-variant build, locked by this
-        # process): the run inside compiles the variant alone (toolchains/inside.py).
+        # process): the run inside compiles the variant alone (builds/inside.py).
         "python", "-P", "-m", "build2cmake.builds.inside",
         str(project_dir.resolve() / "build.toml"),
         "--variant", variant.spec, "-j", str(jobs), "--ops-id", ops_id,
