@@ -251,6 +251,8 @@ def generate_locked(
     backend: str | None,
     ops_id: str | None,
 ) -> GenerateReport:
+    """Render and write the project into `folder`, which the caller holds locked (`build`
+    keeps the lock on through the compile); `checked_request` has passed."""
     options = RenderOptions(
         ops_id=ops_id or default_ops_id(build_toml, project),
         default_backend=backend if backend in project.buildable_backends else "auto",
