@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from build2cmake.api import generate_torch
 from build2cmake.builds import dist_jobs
 from build2cmake.builds.dist_jobs import Cluster, DistStatusError
 from tests.conftest import FIXTURES, NVCC, requires_nvcc, run_cli, serving
@@ -361,6 +362,32 @@ def test_the_jobs_and_pools_follow_the_clusters_slots_unless_given(
     assert dist_jobs.cluster_slots([], ["cuda", "rocm"]) is None
     chosen = ["BUILD2CMAKE_COMPILER_LAUNCHER=sccache"]
     assert dist_jobs.cluster_slots(chosen, ["cuda", "rocm"]) == slots
+
+
+@needs_build_server
+def test_a_configure_of_its_own_sizes_the_pools_to_the_clusters_slots(
+    tmp_path: Path, cluster: Scheduler, sccache_client: Path
+) -> None:
+    """What `pip install -e` runs: CMake's configure alone, with sccache as the launcher. The
+    cluster's slots are the cores the pools count, whatever this machine has."""
+    client_config(sccache_client, cluster.url)
+    counts = scheduler_counts(cluster.port)
+    assert counts is not None
+    slots = counts["num_cpus"]
+    project = copy_project(FIXTURES / "scale_add", tmp_path / "project")
+    generate_torch(project / "build.toml")
+    build_dir = project / "build" / "cmake"
+    command = ["cmake", "-S", str(project), "-B", str(build_dir), "-G", "Ninja",
+               "-DBUILD2CMAKE_BACKEND=cpu", "-DBUILD2CMAKE_COMPILER_LAUNCHER=sccache"]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    said = " ".join(result.stdout.split())
+    assert (
+        f"build2cmake: distributed compiles: the sccache-dist cluster has {slots} slots on 1 "
+        "build server(s): the pools are sized to them"
+    ) in said, said[-3000:]
+    rules = (build_dir / "CMakeFiles" / "rules.ninja").read_text()
+    assert re.search(rf"^pool build2cmake_compile\n  depth = {slots}$", rules, re.M), rules
 
 
 def test_a_scheduler_without_build_servers_leaves_the_local_jobs_and_says_why(

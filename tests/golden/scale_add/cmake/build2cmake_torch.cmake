@@ -293,6 +293,26 @@ else()
     "to 9999")
 endif()
 set(BUILD2CMAKE_CORE_COUNT "${_b2c_cores}")
+# Compiles through sccache with an sccache-dist cluster run on its build servers: the cluster's
+# slots are the cores, and local memory no longer bounds the pools (only the preprocessing runs
+# here), for `pip install -e` as for `build` (which passes the same pools, build2cmake/dist_jobs.py).
+# Only sccache's own compact status line is taken; anything else leaves this machine's cores.
+set(BUILD2CMAKE_DISTRIBUTED FALSE)
+if(BUILD2CMAKE_CORES STREQUAL "" AND _b2c_launcher_name STREQUAL "sccache")
+  execute_process(COMMAND "${_b2c_launcher}" --dist-status
+    OUTPUT_VARIABLE _b2c_status ERROR_QUIET RESULT_VARIABLE _b2c_result TIMEOUT 30)
+  string(STRIP "${_b2c_status}" _b2c_status)
+  if(_b2c_result EQUAL 0 AND _b2c_status MATCHES
+     "^{\"SchedulerStatus\":\\[\"[^\"]*\",{\"num_servers\":([1-9][0-9]?[0-9]?[0-9]?),\"num_cpus\":([1-9][0-9]?[0-9]?[0-9]?),\"in_progress\":[0-9]+}\\]}$")
+    set(_b2c_servers "${CMAKE_MATCH_1}")
+    set(BUILD2CMAKE_CORE_COUNT "${CMAKE_MATCH_2}")
+    set(BUILD2CMAKE_DISTRIBUTED TRUE)
+    message(STATUS "build2cmake: distributed compiles: the sccache-dist cluster has "
+      "${BUILD2CMAKE_CORE_COUNT} slots on ${_b2c_servers} build server(s): the pools are sized "
+      "to them (Ninja itself runs its -j at once: `build` passes the slots; for pip, "
+      "CMAKE_BUILD_PARALLEL_LEVEL=${BUILD2CMAKE_CORE_COUNT})")
+  endif()
+endif()
 
 # Compiles run in Ninja pools sized from the cores and the memory free at the first configure,
 # whichever allows fewer, so a many-core machine with little memory does not swap and a
@@ -301,6 +321,10 @@ set(BUILD2CMAKE_CORE_COUNT "${_b2c_cores}")
 # kernels have pools of their own (BUILD2CMAKE_HIP_JOBS, BUILD2CMAKE_CUDA_JOBS), which count the
 # threads each compile runs. Other generators ignore pools.
 cmake_host_system_information(RESULT BUILD2CMAKE_FREE_MEMORY_MB QUERY AVAILABLE_PHYSICAL_MEMORY)
+if(BUILD2CMAKE_DISTRIBUTED)
+  # Memory enough for every slot's compile: the cores decide.
+  math(EXPR BUILD2CMAKE_FREE_MEMORY_MB "${BUILD2CMAKE_CORE_COUNT} * 4096 * 99")
+endif()
 math(EXPR _b2c_compile_jobs "${BUILD2CMAKE_FREE_MEMORY_MB} / 2048")
 if(_b2c_compile_jobs GREATER BUILD2CMAKE_CORE_COUNT)
   set(_b2c_compile_jobs ${BUILD2CMAKE_CORE_COUNT})
