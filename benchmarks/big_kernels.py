@@ -56,8 +56,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from build2cmake.builder import ninja_program  # noqa: E402
-from build2cmake.errors import printable  # noqa: E402
+from build2cmake.ground.errors import printable  # noqa: E402
+from build2cmake.toolchains.programs import ninja_program  # noqa: E402
 
 DEFAULT_CORPUS = Path("/work/corpus/kernels-community")
 DEFAULT_PROJECTS = ("layer-norm", "megablocks", "mamba-ssm", "flash-attn2", "sgl-flash-attn3")

@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import big_kernels
 from big_kernels import REPO, Report
 
-from build2cmake.errors import printable
+from build2cmake.ground.errors import printable
 
 DEFAULT_PROJECT = big_kernels.DEFAULT_CORPUS / "aiter-flash-attn-ck"
 CHROOT_SCRIPT = REPO / "scripts" / "rocm-chroot.sh"

@@ -47,7 +47,7 @@ import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from build2cmake.builder import ninja_program  # noqa: E402
+from build2cmake.toolchains.programs import ninja_program  # noqa: E402
 
 GENERATED = ("CMakeLists.txt", "cmake", "pyproject.toml", "_ops.py", "registration.h", "build")
 

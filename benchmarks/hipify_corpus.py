@@ -106,7 +106,7 @@ def hip_compiler() -> list[str]:
     (build2cmake_find_rocm.cmake, as doctor runs it), so /opt/rocm, Debian 12 and the chroot's
     ROCm 6.4 are all found as a build finds them."""
     sys.path.insert(0, str(REPO))
-    from build2cmake.doctor import find_rocm
+    from build2cmake.builds.doctor import find_rocm
 
     rocm, searched = find_rocm()
     if rocm is None:

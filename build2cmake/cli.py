@@ -1,9 +1,10 @@
 """The command line: parse arguments, call build2cmake.api, print (escaped), exit 0, 2 or 3.
 
-Each command is two small pieces: `_add_<command>` adds its subparser (and sets `runner`, the
-name of the function in RUNNERS that carries it out), `_run_<command>` calls the library and
-prints. kernel-builder's command names (cli_kernel_builder.py) are parsers of their own that
-fill in the same arguments and name the same runners.
+Each command is two small pieces beside each other: `_add_<command>` adds its subparser (and
+sets `runner`, the command's name in COMMANDS), `_run_<command>` calls the library and prints;
+COMMANDS lists them once, in the help's order, and the parser and RUNNERS are made from it.
+kernel-builder's command names (cli_kernel_builder.py) are parsers of their own that fill in the
+same arguments and name the same runners.
 """
 
 from __future__ import annotations
@@ -16,24 +17,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from build2cmake import (
-    __version__,
-    api,
-    checks,
-    cli_kernel_builder,
-    completions,
-    doctor,
-    interrupts,
-    publish,
-)
-from build2cmake.errors import Build2CMakeError, BuildConfigErrors, printable
-from build2cmake.hub_variants import parse_variants
-from build2cmake.init import DEFAULT_ROCM_ARCHS
-from build2cmake.lock import dependency_text
-from build2cmake.model import BUILDABLE_BACKENDS
+from build2cmake import __version__, api, cli_kernel_builder, completions
+from build2cmake.builds import doctor
+from build2cmake.builds.variant_builds import summary_table
+from build2cmake.builds.variant_env import PackageSources
+from build2cmake.config.hub_variants import parse_variants
+from build2cmake.config.lock import dependency_text
+from build2cmake.config.model import BUILDABLE_BACKENDS
+from build2cmake.generate.init import DEFAULT_ROCM_ARCHS
+from build2cmake.ground import interrupts
+from build2cmake.ground.errors import Build2CMakeError, BuildConfigErrors, printable
+from build2cmake.share import checks, publish
 from build2cmake.toolchains import command as toolchain_command
-from build2cmake.variant_builds import summary_table
-from build2cmake.variant_env import PackageSources
 
 if TYPE_CHECKING:
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -48,26 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"build2cmake {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (
-        _add_generate_torch,
-        _add_validate,
-        _add_clean,
-        _add_build,
-        _add_check_abi,
-        _add_doctor,
-        _add_list_variants,
-        _add_ci,
-        _add_update_build,
-        _add_init,
-        _add_test,
-        _add_upload,
-        _add_lock,
-        _add_hash,
-        _add_check_builds,
-        _add_completions,
-        _add_toolchain,
-    ):
-        add(commands)
+    for _, add, _ in COMMANDS:
+        if add is not None:
+            add(commands)
     cli_kernel_builder.add_commands(
         commands,
         cli_kernel_builder.SharedOptions(
@@ -815,28 +793,34 @@ def _run_not_here(args: argparse.Namespace) -> int:
     raise Build2CMakeError(args.not_here)
 
 
-RUNNERS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "toolchain": _run_toolchain,
-    "generate-torch": _run_generate_torch,
-    "validate": _run_validate,
-    "clean": _run_clean,
-    "build": _run_build,
-    "check-abi": _run_check_abi,
-    "doctor": _run_doctor,
-    "list-variants": _run_list_variants,
-    "ci": _run_ci,
-    "update-build": _run_update_build,
-    "init": _run_init,
-    "test": _run_test,
-    "upload": _run_upload,
-    "build-and-upload": _run_build_and_upload,
-    "lock": _run_lock,
-    "hash": _run_hash,
-    "check-builds": _run_check_builds,
-    "completions": _run_completions,
-    "fill-card": _run_fill_card,
-    "not-here": _run_not_here,
-}
+# Every command, in the order of the help's list: the runner its subparser names, the function
+# that adds the subparser (None for those only kernel-builder's names reach,
+# cli_kernel_builder.py) and the function that runs it.
+COMMANDS: tuple[
+    tuple[str, Callable[[Commands], None] | None, Callable[[argparse.Namespace], int]], ...
+] = (
+    ("generate-torch", _add_generate_torch, _run_generate_torch),
+    ("validate", _add_validate, _run_validate),
+    ("clean", _add_clean, _run_clean),
+    ("build", _add_build, _run_build),
+    ("check-abi", _add_check_abi, _run_check_abi),
+    ("doctor", _add_doctor, _run_doctor),
+    ("list-variants", _add_list_variants, _run_list_variants),
+    ("ci", _add_ci, _run_ci),
+    ("update-build", _add_update_build, _run_update_build),
+    ("init", _add_init, _run_init),
+    ("test", _add_test, _run_test),
+    ("upload", _add_upload, _run_upload),
+    ("lock", _add_lock, _run_lock),
+    ("hash", _add_hash, _run_hash),
+    ("check-builds", _add_check_builds, _run_check_builds),
+    ("completions", _add_completions, _run_completions),
+    ("toolchain", _add_toolchain, _run_toolchain),
+    ("build-and-upload", None, _run_build_and_upload),
+    ("fill-card", None, _run_fill_card),
+    ("not-here", None, _run_not_here),
+)
+RUNNERS: dict[str, Callable[[argparse.Namespace], int]] = {name: run for name, _, run in COMMANDS}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,7 +24,7 @@ if command -v hipconfig >/dev/null || [ -x /opt/rocm/bin/hipconfig ]; then
   echo "   built in $((SECONDS - start)) s"
   "$PYTHON" - <<'PY'
 import pathlib, tempfile, zipfile
-from build2cmake.offload import rocm_targets
+from build2cmake.toolchains.offload import rocm_targets
 wheel = max(pathlib.Path("kernels/gemm/build/wheels").glob("gemm-*.whl"), key=lambda p: p.stat().st_mtime)
 with zipfile.ZipFile(wheel) as z, tempfile.TemporaryDirectory() as tmp:
     (name,) = [n for n in z.namelist() if n.endswith(".so")]
@@ -53,7 +53,7 @@ if [ "$(printf '%s\n5.7\n' "$rocm_version" | sort -V | head -1)" != "5.7" ] \
     echo "   built in $((SECONDS - start)) s"
     bash scripts/rocm-chroot.sh run -- python - <<'PY'
 import pathlib, tempfile, zipfile
-from build2cmake.offload import hip_bundles
+from build2cmake.toolchains.offload import hip_bundles
 wheel = max(pathlib.Path("kernels/gemm/build/wheels-chroot").glob("gemm-*.whl"), key=lambda p: p.stat().st_mtime)
 with zipfile.ZipFile(wheel) as z, tempfile.TemporaryDirectory() as tmp:
     (name,) = [n for n in z.namelist() if n.endswith(".so")]

@@ -12,7 +12,7 @@ import pytest
 
 import build2cmake.config
 from build2cmake import api
-from build2cmake.model import Project
+from build2cmake.config.model import Project
 from tests.conftest import FIXTURES
 
 

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from build2cmake.builder import ninja_program
+from build2cmake.toolchains.programs import ninja_program
 from tests.conftest import REPO, load_script
 
 SCRIPT = REPO / "benchmarks" / "big_kernels.py"

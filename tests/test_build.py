@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from build2cmake.api import clean, generate_torch
-from build2cmake.doctor import find_rocm
-from build2cmake.offload import hip_bundles
+from build2cmake.builds.doctor import find_rocm
+from build2cmake.toolchains.offload import hip_bundles
 from tests.conftest import (
     BuildEnv,
     cuobjdump,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake import checks
+from build2cmake.share import checks
 from tests.conftest import FIXTURES, run_cli
 
 pytest.importorskip("kernel_abi_check")

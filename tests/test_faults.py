@@ -277,7 +277,7 @@ def test_two_kills_in_a_row_leave_generates_own_file_ours(
     the manifest must still list the content on disk (not only the last intended one), so the
     third generate replaces the file without --force."""
     from build2cmake.api import generate_torch
-    from build2cmake.safefs import ProjectFolder
+    from build2cmake.ground.safefs import ProjectFolder
 
     root = tmp_path / "project"
     _noarch(root)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake import doctor
-from build2cmake.builder import cmake_program
-from build2cmake.render import backend_choice_module, rocm_discovery_module
+from build2cmake.builds import doctor
+from build2cmake.generate.render import backend_choice_module, rocm_discovery_module
+from build2cmake.toolchains.programs import cmake_program
 from tests.conftest import FIXTURES, requires_rocm_toolchain
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from build2cmake.api import generate_torch, update_build, validate
-from build2cmake.errors import BuildConfigError
+from build2cmake.ground.errors import BuildConfigError
 from tests.conftest import run_cli
 
 

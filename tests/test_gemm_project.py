@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from build2cmake.api import generate_torch
-from build2cmake.offload import hip_bundles
+from build2cmake.toolchains.offload import hip_bundles
 from tests.conftest import (
     NVCC,
     REPO,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from build2cmake.api import clean, generate_torch, update_build, validate
-from build2cmake.errors import Build2CMakeError, BuildConfigError, WriteRefusedError
-from build2cmake.fileset import MANIFEST_NAME
+from build2cmake.generate.fileset import MANIFEST_NAME
+from build2cmake.ground.errors import Build2CMakeError, BuildConfigError, WriteRefusedError
 from tests.conftest import run_cli
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from build2cmake.api import clean, generate_torch, validate
 from build2cmake.cli import main
-from build2cmake.errors import Build2CMakeError, BuildConfigError
+from build2cmake.ground.errors import Build2CMakeError, BuildConfigError
 from tests.conftest import FIXTURES, run_cli
 
 GOLDEN = Path(__file__).parent / "golden" / "scale_add"

@@ -12,8 +12,8 @@ import pytest
 import tomllib
 
 from build2cmake.api import generate_torch, validate
-from build2cmake.errors import Build2CMakeError, BuildConfigError
-from build2cmake.render import cmake_quote, py_str, toml_str
+from build2cmake.generate.render import cmake_quote, py_str, toml_str
+from build2cmake.ground.errors import Build2CMakeError, BuildConfigError
 
 HOSTILE = [
     'a"b',

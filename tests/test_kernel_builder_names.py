@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake import cli, cli_kernel_builder, completions, digest
+from build2cmake import cli, cli_kernel_builder, completions
+from build2cmake.builds import digest
 from tests.conftest import FIXTURES
 from tests.hub_standin import StandInHub, hub_cli
 

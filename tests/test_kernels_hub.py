@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake.offload import rocm_targets
+from build2cmake.toolchains.offload import rocm_targets
 from tests.conftest import FIXTURES, REPO, requires_rocm_toolchain, run_cli
 
 pytestmark = pytest.mark.compile

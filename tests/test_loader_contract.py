@@ -23,10 +23,9 @@ from typing import Any
 
 import pytest
 
-from build2cmake import loader_rules
-from build2cmake.builder import metadata_for
-from build2cmake.config import load_project
-from build2cmake.errors import BuildConfigErrors
+from build2cmake.builds.builder import metadata_for
+from build2cmake.config import load_project, loader_rules
+from build2cmake.ground.errors import BuildConfigErrors
 from tests.conftest import FIXTURES, REPO, requires_nvcc, requires_rocm_toolchain, run_cli
 
 python_deps = pytest.importorskip("kernels.python_deps")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake.nar import NarHasher, nar_sri
+from build2cmake.config.nar import NarHasher, nar_sri
 from tests.conftest import FIXTURES
 from tests.hub_standin import StandInHub, hub_cli
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import build2cmake
-from build2cmake import provenance
-from build2cmake.builder import metadata_for
+from build2cmake.builds import provenance
+from build2cmake.builds.builder import metadata_for
+from build2cmake.builds.digest import variant_digest
 from build2cmake.config import load_project
-from build2cmake.digest import variant_digest
 from tests.conftest import FIXTURES, run_cli
 
 rust = pytest.importorskip("kernels._rust")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake import offload
-from build2cmake.errors import Build2CMakeError
+from build2cmake.ground.errors import Build2CMakeError
+from build2cmake.toolchains import offload
 
 MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 

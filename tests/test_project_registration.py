@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from build2cmake.api import clean, generate_torch
-from build2cmake.errors import Build2CMakeError
+from build2cmake.ground.errors import Build2CMakeError
 from tests.conftest import BuildEnv
 
 # A registration header in kernel-builder's style, written for this test: the two macros every

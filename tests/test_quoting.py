@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from build2cmake.api import generate_torch, validate
-from build2cmake.errors import Build2CMakeError, BuildConfigError
-from build2cmake.render import cmake_quote
+from build2cmake.generate.render import cmake_quote
+from build2cmake.ground.errors import Build2CMakeError, BuildConfigError
 
 # Generator-expression syntax, a keyword of the build2cmake_add_*_kernel functions, shell and
 # JSON quoting, and a comma inside one flag (a real project passes

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from build2cmake.api import generate_torch, validate
-from build2cmake.offload import rocm_targets
+from build2cmake.toolchains.offload import rocm_targets
 from tests.conftest import BuildEnv, requires_nvcc, requires_rocm_toolchain, run_cli
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import tomlkit
 
-from build2cmake.errors import Build2CMakeError, printable
-from build2cmake.fileset import MANIFEST_NAME
+from build2cmake.generate.fileset import MANIFEST_NAME
+from build2cmake.ground.errors import Build2CMakeError, printable
 from tests.conftest import REPO
 from tests.security import FIXTURES, assert_one_user_error, cli, state
 

@@ -26,11 +26,11 @@ pytestmark = [pytest.mark.rocm6, pytest.mark.rocm, pytest.mark.compile]
 
 SCRIPT = REPO / "scripts" / "rocm-chroot.sh"
 
-# Run inside the chroot: the code objects of one library, as build2cmake.offload reads them back,
-# as JSON; each code object is also written to <out>/<target>.co for llvm-objdump.
+# Run inside the chroot: the code objects of one library, as build2cmake.toolchains.offload reads
+# them back, as JSON; each code object is also written to <out>/<target>.co for llvm-objdump.
 READ_BACK = """
 import json, pathlib, sys
-from build2cmake.offload import hip_bundles, elf_section
+from build2cmake.toolchains.offload import hip_bundles, elf_section
 library, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 bundles = []
 for bundle in hip_bundles(library):

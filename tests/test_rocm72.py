@@ -25,12 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake.builder import ninja_program
-from build2cmake.errors import Build2CMakeError
-from build2cmake.hub_variants import parse_variant
-from build2cmake.offload import rocm_targets
-from build2cmake.rocm_installs import discover
+from build2cmake.config.hub_variants import parse_variant
+from build2cmake.ground.errors import Build2CMakeError
 from build2cmake.toolchains import store
+from build2cmake.toolchains.offload import rocm_targets
+from build2cmake.toolchains.programs import ninja_program
+from build2cmake.toolchains.rocm_installs import discover
 from tests.conftest import FIXTURES, REPO
 from tests.test_gemm_project import copy_gemm
 

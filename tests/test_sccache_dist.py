@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake import dist_jobs
 from build2cmake.api import generate_torch
-from build2cmake.dist_jobs import Cluster, DistStatusError
+from build2cmake.builds import dist_jobs
+from build2cmake.builds.dist_jobs import Cluster, DistStatusError
 from tests.conftest import FIXTURES, NVCC, requires_nvcc, run_cli, serving
 from tests.test_compiler_cache import free_port
 from tests.test_kernels_hub import copy_project

@@ -28,9 +28,9 @@ import pytest
 
 from build2cmake.api import clean, generate_torch, validate
 from build2cmake.config.flags import flag_problem
-from build2cmake.errors import Build2CMakeError, BuildConfigError
-from build2cmake.hub_variants import parse_variant
-from build2cmake.safefs import SYSTEM_FOLDERS
+from build2cmake.config.hub_variants import parse_variant
+from build2cmake.ground.errors import Build2CMakeError, BuildConfigError
+from build2cmake.ground.safefs import SYSTEM_FOLDERS
 from tests.conftest import NVCC, REPO, requires_nvcc, requires_rocm_toolchain
 from tests.security import (
     Scene,

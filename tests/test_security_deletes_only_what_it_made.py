@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from build2cmake.api import clean, generate_torch
-from build2cmake.fileset import MANIFEST_NAME, content_hash, is_generated_name
+from build2cmake.generate.fileset import MANIFEST_NAME, content_hash, is_generated_name
 from tests.security import (
     Scene,
     cli,

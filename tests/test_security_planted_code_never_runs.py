@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake import card, folder_marks
 from build2cmake.api import generate_torch
 from build2cmake.config import load_project
-from build2cmake.errors import Build2CMakeError
-from build2cmake.safefs import ProjectFolder
+from build2cmake.ground import folder_marks
+from build2cmake.ground.errors import Build2CMakeError
+from build2cmake.ground.safefs import ProjectFolder
+from build2cmake.share import card
 from tests.conftest import REPO
 from tests.security import (
     PROVIDER_FOLDER,

@@ -25,9 +25,9 @@ import pytest
 
 from build2cmake.api import generate_torch
 from build2cmake.config import load_project
-from build2cmake.errors import Build2CMakeError
-from build2cmake.fileset import MANIFEST_NAME
-from build2cmake.safefs import RECORD_LIMIT_BYTES, read_regular_file
+from build2cmake.generate.fileset import MANIFEST_NAME
+from build2cmake.ground.errors import Build2CMakeError
+from build2cmake.ground.safefs import RECORD_LIMIT_BYTES, read_regular_file
 from tests.conftest import FIXTURES, requires_rocm_toolchain
 from tests.hub_standin import StandInHub
 from tests.security import (
@@ -291,7 +291,7 @@ def test_gpu_header_scan_passes_over_an_include_that_names_no_project_path(
     project folder refuse the lookup, and that refusal became the variant's error ("not a
     normalized path inside the project") instead of the include being passed over as the
     compiler's business."""
-    from build2cmake.variant_builds import gpu_torch_includes
+    from build2cmake.builds.variant_builds import gpu_torch_includes
 
     project = load_project(scene.build_toml)
     kernel = project.kernels_for("rocm")[0]
@@ -456,7 +456,7 @@ def test_provenance_is_not_taken_from_a_bare_repository_planted_in_the_project(
     a stranger's pull request could claim any commit as its provenance. The user's own
     safe.bareRepository setting, which refuses such repositories, was dropped with the rest of
     the user's configuration."""
-    from build2cmake.provenance import kernel_git_status
+    from build2cmake.builds.provenance import kernel_git_status
 
     other = tmp_path / "other"
     other.mkdir()

@@ -24,11 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake import builder, folder_marks
 from build2cmake.api import build, clean, generate_torch, update_build
-from build2cmake.errors import Build2CMakeError
-from build2cmake.fileset import content_hash
-from build2cmake.safefs import ProjectFolder
+from build2cmake.builds import builder
+from build2cmake.generate.fileset import content_hash
+from build2cmake.ground import folder_marks
+from build2cmake.ground.errors import Build2CMakeError
+from build2cmake.ground.safefs import ProjectFolder
 from tests.conftest import REPO, BuildEnv, requires_rocm_toolchain
 from tests.security import (
     FIXTURES,
@@ -152,7 +153,7 @@ def test_write_never_follows_a_link_at_its_own_temporary_name(
 ) -> None:
     """Temporary names are random; should an attacker guess one (here: we fix it) and plant a
     symlink there, O_EXCL|O_NOFOLLOW refuses it instead of writing through it."""
-    import build2cmake.safefs as safefs
+    import build2cmake.ground.safefs as safefs
 
     monkeypatch.setattr(safefs.secrets, "token_hex", lambda n: "guessed")
     target = tmp_path / "outside.txt"

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake import card
-from build2cmake.checks import op_registration_violations
 from build2cmake.config import load_project
-from build2cmake.errors import Build2CMakeError
-from build2cmake.offload import rocm_targets
+from build2cmake.ground.errors import Build2CMakeError
+from build2cmake.share import card
+from build2cmake.share.checks import op_registration_violations
+from build2cmake.toolchains.offload import rocm_targets
 from tests.conftest import REPO, BuildEnv, requires_nvcc, requires_rocm_toolchain, run_cli
 from tests.hub_standin import StandInHub
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake.digest import variant_digest
+from build2cmake.builds.digest import variant_digest
 from tests.conftest import FIXTURES, run_cli
 
 pytestmark = pytest.mark.compile

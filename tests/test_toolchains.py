@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake.errors import Build2CMakeError
-from build2cmake.toolchains import choice, install, probe, sandbox, store
+from build2cmake.builds import choice
+from build2cmake.ground.errors import Build2CMakeError
+from build2cmake.toolchains import install, probe, sandbox, store
 from build2cmake.toolchains.recipes import RECIPES, DebianArchive, Recipe, recipe
 from tests.conftest import FIXTURES, REPO, run_cli
 

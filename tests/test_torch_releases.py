@@ -23,15 +23,15 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake.errors import Build2CMakeError
-from build2cmake.hub_variants import parse_variant
-from build2cmake.variant_env import (
+from build2cmake.builds.variant_env import (
     PackageSources,
     TorchRelease,
     check_torch_release,
     existing_releases,
     uv_program,
 )
+from build2cmake.config.hub_variants import parse_variant
+from build2cmake.ground.errors import Build2CMakeError
 from tests.conftest import FIXTURES
 
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from build2cmake.api import default_ops_id, generate_torch, list_variants
-from build2cmake.errors import Build2CMakeError, BuildConfigError
-from build2cmake.hub_variants import parse_variant
-from build2cmake.offload import elf_section
-from build2cmake.variant import tvm_ffi_variant
+from build2cmake.builds.variant import tvm_ffi_variant
+from build2cmake.config.hub_variants import parse_variant
+from build2cmake.ground.errors import Build2CMakeError, BuildConfigError
+from build2cmake.toolchains.offload import elf_section
 from tests.conftest import BuildEnv, requires_nvcc, run_cli
 
 pytest.importorskip("tvm_ffi", reason="apache-tvm-ffi is not installed (pip install -e .[test])")

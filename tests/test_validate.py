@@ -11,7 +11,7 @@ import pytest
 import tomlkit
 
 from build2cmake.api import validate
-from build2cmake.errors import BuildConfigError
+from build2cmake.ground.errors import BuildConfigError
 from tests.conftest import run_cli
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake.variant_env import uv_program
+from build2cmake.builds.variant_env import uv_program
 from tests.conftest import FIXTURES, REPO, run_cli
 from tests.test_kernels_hub import copy_project, run_python
 

@@ -14,21 +14,27 @@ from pathlib import Path
 import pytest
 import yaml
 
-from build2cmake import api, hub_variants, variant_builds
-from build2cmake.builder import fresh_cache_arguments
-from build2cmake.config import load_project
-from build2cmake.errors import Build2CMakeError
-from build2cmake.hub_variants import (
+from build2cmake import api
+from build2cmake.builds import variant_builds
+from build2cmake.builds.builder import fresh_cache_arguments
+from build2cmake.builds.variant import toolkit_for_variant
+from build2cmake.builds.variant_builds import VariantResult, split_jobs, summary_table
+from build2cmake.builds.variant_env import (
+    PackageSources,
+    requirements,
+    system_toolkit,
+    torch_sources,
+)
+from build2cmake.config import hub_variants, load_project
+from build2cmake.config.hub_variants import (
     HubVariant,
     parse_variant,
     parse_variants,
     project_variants,
     required_variants,
 )
-from build2cmake.rocm_installs import SearchRoots, discover, pick
-from build2cmake.variant import toolkit_for_variant
-from build2cmake.variant_builds import VariantResult, split_jobs, summary_table
-from build2cmake.variant_env import PackageSources, requirements, system_toolkit, torch_sources
+from build2cmake.ground.errors import Build2CMakeError
+from build2cmake.toolchains.rocm_installs import SearchRoots, discover, pick
 from tests.conftest import run_cli
 
 

@@ -3,7 +3,7 @@ installed into a clean venv outside the repository with a torch, does what the i
 user who only ran `pip install build2cmake`: `toolchain list`, `toolchain install rocm-7.2` (a
 no-op where it is installed; minutes where it is not), `doctor` naming the toolchain that
 compiles gfx942, and kernels/gemm built for gfx942 by `build` inside the toolchain, its code
-objects read back with build2cmake.offload from the venv.
+objects read back with build2cmake.toolchains.offload from the venv.
 
 Needs root on Linux (the toolchain runs with chroot), the network to PyPI for the venv's
 packages and, where rocm-7.2 is not installed yet, to the Debian mirror.
@@ -46,7 +46,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # What a toolchain needs comes in the wheel: the package, its templates, no script.
     needed = (
         "build2cmake/toolchains/recipes.py", "build2cmake/toolchains/sandbox.py",
-        "build2cmake/toolchains/inside.py",
+        "build2cmake/builds/inside.py",
         "build2cmake/_data/cmake_templates/rocm/build2cmake_find_rocm.cmake",
     )  # fmt: skip
     for name in needed:
@@ -120,7 +120,7 @@ def test_the_installed_wheel_installs_the_toolchain_and_builds_gemm_for_gfx942_i
     (library,) = variant.glob("_gemm_rocm_*.so")
     read_back = subprocess.run(
         [str(venv / "bin" / "python"), "-c",
-         "import json, pathlib, sys\nfrom build2cmake.offload import rocm_targets\n"
+         "import json, pathlib, sys\nfrom build2cmake.toolchains.offload import rocm_targets\n"
          "print(json.dumps(sorted(rocm_targets(pathlib.Path(sys.argv[1])))))", str(library)],
         capture_output=True, text=True, cwd=tmp_path, check=True,
     )  # fmt: skip
@@ -154,7 +154,7 @@ def test_the_installed_wheel_pip_installs_gemm_for_gfx942_in_a_toolchain(
     assert libraries, "no extension built"
     read_back = subprocess.run(
         [str(venv / "bin" / "python"), "-c",
-         "import json, pathlib, sys\nfrom build2cmake.offload import rocm_targets\n"
+         "import json, pathlib, sys\nfrom build2cmake.toolchains.offload import rocm_targets\n"
          "print(json.dumps(sorted(rocm_targets(pathlib.Path(sys.argv[1])))))", str(libraries[0])],
         capture_output=True, text=True, cwd=tmp_path, check=True,
     )  # fmt: skip

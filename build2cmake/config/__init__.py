@@ -22,10 +22,10 @@ else:  # Python 3.10: tomlkit reads (with the dotted-key bound below)
     tomllib = None
 
 from build2cmake.config import v1, v2, v3, v4, v5
+from build2cmake.config.model import Project
 from build2cmake.config.schema import KNOWN_DEPENDS, SOURCE_SUFFIXES
-from build2cmake.errors import BuildConfigError
-from build2cmake.model import Project
-from build2cmake.safefs import BUILD_TOML_LIMIT_BYTES, read_regular_file
+from build2cmake.ground.errors import BuildConfigError
+from build2cmake.ground.safefs import BUILD_TOML_LIMIT_BYTES, read_regular_file
 
 READERS: Mapping[str, Callable[[Mapping[str, Any], Path], Project]] = {
     v1.FORMAT: v1.read,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import stat
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,17 @@ import tomlkit
 from tomlkit.container import Container
 from tomlkit.items import InlineTable, Table
 
-from build2cmake.config import CURRENT_FORMAT, detect_format, parse_project, read_document
+from build2cmake.config import (
+    CURRENT_FORMAT,
+    detect_format,
+    load_project,
+    parse_project,
+    read_document,
+)
+from build2cmake.config.model import Project
 from build2cmake.config.sections import HUB_NAME
-from build2cmake.errors import BuildConfigError, BuildConfigErrors
-from build2cmake.model import Project
+from build2cmake.ground.errors import Build2CMakeError, BuildConfigError, BuildConfigErrors
+from build2cmake.ground.safefs import ProjectFolder, checked_target
 
 
 def rewrite(build_toml: Path, project: Project) -> str:
@@ -202,3 +210,25 @@ def _kernels_from_languages(
                 rocm["include"] = [str(p) for p in twin.includes]
             rocm["src"] = [str(p) for p in twin.sources]
             kernels[f"{name}_rocm"] = rocm
+
+
+def update_build(build_toml: Path) -> bool:
+    """Rewrite a build.toml of an older format as edition 5, keeping comments.
+
+    Returns False when the file is already edition 5. The file is replaced atomically, never
+    written through a symlink or a planted temporary file.
+    """
+    project = load_project(build_toml)
+    if project.source_format == CURRENT_FORMAT:
+        return False
+    # Checked to read back as the same build before anything is written.
+    text = rewrite(build_toml, project)
+    folder_path = checked_target(build_toml.parent)
+    with ProjectFolder(folder_path) as folder, folder.locked():
+        info = folder.lstat(build_toml.name)
+        if info is None or not stat.S_ISREG(info.st_mode):
+            raise Build2CMakeError(
+                f"{build_toml}: update-build rewrites only a regular file, not a symlink"
+            )
+        folder.write_atomic(build_toml.name, text.encode("utf-8"), mode=info.st_mode & 0o777)
+    return True

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-from build2cmake import loader_rules
-from build2cmake.archs import cuda_capability_problem, did_you_mean, rocm_arch_problem
+from build2cmake.config import loader_rules
+from build2cmake.config.archs import cuda_capability_problem, did_you_mean, rocm_arch_problem
 from build2cmake.config.flags import flag_problem
-from build2cmake.errors import BuildConfigError, printable
-from build2cmake.model import BUILDABLE_BACKENDS, KNOWN_BACKENDS, KernelDependency
+from build2cmake.config.model import BUILDABLE_BACKENDS, KNOWN_BACKENDS, KernelDependency
+from build2cmake.ground.errors import BuildConfigError, printable
 
 T = TypeVar("T")
 

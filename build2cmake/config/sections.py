@@ -7,10 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from build2cmake.archs import did_you_mean
-from build2cmake.config.schema import KERNEL_KEYS, Keys, KeySpec, Reader
-from build2cmake.errors import BuildConfigErrors
-from build2cmake.model import (
+from build2cmake.config.archs import did_you_mean
+from build2cmake.config.model import (
     KNOWN_BACKENDS,
     Kernel,
     KernelDependency,
@@ -19,6 +17,8 @@ from build2cmake.model import (
     TorchExtension,
     TvmFfi,
 )
+from build2cmake.config.schema import KERNEL_KEYS, Keys, KeySpec, Reader
+from build2cmake.ground.errors import BuildConfigErrors
 
 _KERNEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 # The Hub's rule for kernel names, which editions 4 and 5 enforce.

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from build2cmake.config import sections
+from build2cmake.config.model import Kernel, Noarch, Project
 from build2cmake.config.schema import Keys, KeySpec, Reader
 from build2cmake.config.v2 import LEGACY_BACKENDS
-from build2cmake.model import Kernel, Noarch, Project
 
 FORMAT = "v1"
 

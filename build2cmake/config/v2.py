@@ -11,10 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from build2cmake import loader_rules
-from build2cmake.config import sections
+from build2cmake.config import loader_rules, sections
+from build2cmake.config.model import Noarch, Project
 from build2cmake.config.schema import KERNEL_KEYS, Keys, KeySpec, Reader
-from build2cmake.model import Noarch, Project
 
 FORMAT = "v2"
 

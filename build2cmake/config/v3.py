@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from build2cmake.config import sections
+from build2cmake.config.model import KNOWN_BACKENDS, Noarch, Project
 from build2cmake.config.schema import Keys, KeySpec, Reader
-from build2cmake.model import KNOWN_BACKENDS, Noarch, Project
 
 FORMAT = "v3"
 

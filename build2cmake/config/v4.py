@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from build2cmake.config import v5
+from build2cmake.config.model import Project
 from build2cmake.config.schema import Keys, Reader
-from build2cmake.model import Project
 
 FORMAT = "v4"
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from build2cmake.errors import Build2CMakeError
+from build2cmake.ground.errors import Build2CMakeError
 from build2cmake.toolchains import install, sandbox, store
 from build2cmake.toolchains.recipes import RECIPES, recipe
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from build2cmake.errors import Build2CMakeError, printable
+from build2cmake.ground.errors import Build2CMakeError, printable
 from build2cmake.toolchains import sandbox, store
 from build2cmake.toolchains.recipes import RECIPES, VENV, Recipe
 from build2cmake.toolchains.recipes import recipe as recipe_named

@@ -21,11 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from build2cmake import rocm_discovery
-from build2cmake.errors import Build2CMakeError
-from build2cmake.render import rocm_discovery_module
-from build2cmake.rocm_discovery import RocmLibrary, compiler_targets, find_rocm
-from build2cmake.toolchains import sandbox, store
+from build2cmake.generate.render import rocm_discovery_module
+from build2cmake.ground.errors import Build2CMakeError
+from build2cmake.toolchains import rocm_discovery, sandbox, store
+from build2cmake.toolchains.programs import cmake_program
+from build2cmake.toolchains.rocm_discovery import RocmLibrary, compiler_targets, find_rocm
 
 _PROBE_LIMIT = 1 << 20
 
@@ -60,8 +60,6 @@ class Capability:
 
 def probe_here(rocm_path: str | None = None) -> dict[str, object]:
     """This machine's ROCm (or the one at `rocm_path`), as JSON-ready data."""
-    from build2cmake.builder import cmake_program
-
     try:
         cmake = cmake_program()
     except Build2CMakeError as error:

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from build2cmake.errors import Build2CMakeError
+from build2cmake.ground.errors import Build2CMakeError
 
 # Where a toolchain's venv lives: the script's path, kept so that existing toolchains are reused.
 VENV = "/opt/b2c-venv"

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import build2cmake
-from build2cmake.errors import Build2CMakeError, printable
+from build2cmake.ground.errors import Build2CMakeError, printable
 from build2cmake.toolchains import store
 from build2cmake.toolchains.recipes import VENV
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from build2cmake.errors import Build2CMakeError
+from build2cmake.ground.errors import Build2CMakeError
 from build2cmake.toolchains.recipes import RECIPES, Recipe
 
 STORE_VARIABLE = "BUILD2CMAKE_TOOLCHAINS"

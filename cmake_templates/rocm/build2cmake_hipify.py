@@ -72,7 +72,7 @@ _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 def _printable(text: str) -> str:
     """`text` with every control or format character written as an escape, so a name from the
     project can neither forge a line nor send an escape sequence to a terminal. A copy of
-    build2cmake.errors.printable (this script runs in the build, without build2cmake);
+    build2cmake.ground.errors.printable (this script runs in the build, without build2cmake);
     tests/test_robustness.py checks that the copies agree."""
     if text.isprintable():
         return text

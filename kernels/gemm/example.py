@@ -20,7 +20,7 @@ from gemm.reference import gemm_reference as reference
 def compiled_archs() -> str:
     """The GPU code objects in the loaded extension (from its clang offload bundles)."""
     try:
-        from build2cmake.offload import rocm_targets
+        from build2cmake.toolchains.offload import rocm_targets
     except ImportError:
         return "unknown (build2cmake is not installed)"
     extension = sys.modules[f"gemm.{gemm.ops.__name__.split('.')[-1]}"]

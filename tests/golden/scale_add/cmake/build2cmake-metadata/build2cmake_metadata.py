@@ -12,7 +12,7 @@ folder and CMake writes there: it refuses a build folder that a symlink planted 
 project would lead elsewhere (`_check_build_folders`), and it replaces a build folder that
 build2cmake did not make on this machine (`_claim_build_folders`): a clone can ship a
 build/cmake whose CMakeCache.txt runs code at the configure. The proof of origin is a mark
-keyed by a per-user secret outside the project; build2cmake/folder_marks.py is the same rule
+keyed by a per-user secret outside the project; build2cmake/ground/folder_marks.py is the same rule
 for `build2cmake build`, and tests/test_security_planted_code_never_runs.py checks that the
 two agree.
 
@@ -49,7 +49,7 @@ _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 def _printable(text: str) -> str:
     """`text` with every control or format character written as an escape, so a name from the
     project can neither forge a line nor send an escape sequence to a terminal. A copy of
-    build2cmake.errors.printable (this script runs in the build, without build2cmake);
+    build2cmake.ground.errors.printable (this script runs in the build, without build2cmake);
     tests/test_robustness.py checks that the copies agree."""
     if text.isprintable():
         return text
@@ -113,7 +113,7 @@ def _check_build_folders() -> None:
 
 
 _MARK = "build2cmake-made"
-# As build2cmake.safefs.BUILD_TREE_DEPTH_LIMIT: what CMake makes nests ~10 levels.
+# As build2cmake.ground.safefs.BUILD_TREE_DEPTH_LIMIT: what CMake makes nests ~10 levels.
 _BUILD_TREE_DEPTH_LIMIT = 64
 _KEY_NAME = "build-folder.key"
 _KEY_BYTES = 32
@@ -121,7 +121,7 @@ _KEY_BYTES = 32
 
 def _folder_key() -> bytes:
     """The per-user key of build2cmake's build-folder marks, made on first use (a copy of
-    build2cmake.folder_marks.folder_key)."""
+    build2cmake.ground.folder_marks.folder_key)."""
     folder = os.environ.get("BUILD2CMAKE_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
         "build2cmake",

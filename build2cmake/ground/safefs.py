@@ -22,7 +22,7 @@ import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
-from build2cmake.errors import Build2CMakeError
+from build2cmake.ground.errors import Build2CMakeError
 
 # Limits for the files build2cmake reads: its own records are small; build.toml files of real
 # kernels are a few KiB (the largest in kernels-community is under 10 KiB).

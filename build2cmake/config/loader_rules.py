@@ -29,9 +29,9 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from build2cmake.archs import did_you_mean
-from build2cmake.errors import Build2CMakeError, printable
-from build2cmake.safefs import read_regular_file
+from build2cmake.config.archs import did_you_mean
+from build2cmake.ground.errors import Build2CMakeError, printable
+from build2cmake.ground.safefs import read_regular_file
 
 CARRIED_LIST = Path(__file__).with_name("kernels_python_depends.json")
 # The file kernels reads, in the folder of its package.

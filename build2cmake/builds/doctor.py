@@ -4,7 +4,7 @@ ROCm is found by running the build's own discovery module (build2cmake_find_rocm
 cmake -P); the CUDA search mirrors build2cmake_cuda.cmake. What doctor finds is what a build uses.
 The machine's other ROCm trees and build2cmake's toolchains are listed beside it, each asked the
 same way (toolchains.probe), and the install that compiles each declared arch is named by the
-rule `build2cmake build` follows (toolchains.choice).
+rule `build2cmake build` follows (builds.choice).
 """
 
 from __future__ import annotations
@@ -18,15 +18,17 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from build2cmake import __version__, rocm_discovery, rocm_installs
-from build2cmake.builder import auto_backend, cmake_program
+from build2cmake import __version__
+from build2cmake.builds import choice
+from build2cmake.builds.builder import auto_backend
+from build2cmake.builds.variant import TorchInfo, arch_variant, query_torch
 from build2cmake.config import load_project
-from build2cmake.errors import Build2CMakeError, printable
-from build2cmake.model import Project
-from build2cmake.rocm_discovery import RocmInstall, RocmLibrary, incomplete_library
-from build2cmake.toolchains import choice, probe, store
+from build2cmake.config.model import Project
+from build2cmake.ground.errors import Build2CMakeError, printable
+from build2cmake.toolchains import probe, rocm_discovery, rocm_installs, store
+from build2cmake.toolchains.programs import cmake_program
 from build2cmake.toolchains.recipes import RECIPES
-from build2cmake.variant import TorchInfo, arch_variant, query_torch
+from build2cmake.toolchains.rocm_discovery import RocmInstall, RocmLibrary, incomplete_library
 
 DEBIAN_ROCM_PACKAGES = "hipcc libamdhip64-dev rocm-device-libs libamd-comgr-dev libhsa-runtime-dev"
 

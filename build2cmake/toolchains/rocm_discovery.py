@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from build2cmake.render import rocm_discovery_module
+from build2cmake.generate.render import rocm_discovery_module
 
 # How a HIP (clang) compile says a header is missing.
 NOT_FOUND = re.compile(r"'([A-Za-z0-9_./+-]{1,200})' file not found")

@@ -7,7 +7,7 @@ from its generate to its last write (so a concurrent `clean` cannot delete the b
 meanwhile), and waits for this run. Its output is `build --variants`' lines, which the outside
 reads (variant_builds.build_in_toolchain).
 
-    python -P -m build2cmake.toolchains.inside BUILD_TOML --variant SPEC --ops-id ID -j N
+    python -P -m build2cmake.builds.inside BUILD_TOML --variant SPEC --ops-id ID -j N
         [--index-url URL] [--extra-index-url URL]... [--find-links PATH]...
         [-D NAME=VALUE]... [--force] [--allow-toolkit-mismatch]
 """
@@ -19,17 +19,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from build2cmake import variant_builds
+from build2cmake.builds import variant_builds
+from build2cmake.builds.variant_env import PackageSources
 from build2cmake.config import load_project
-from build2cmake.errors import Build2CMakeError, printable
-from build2cmake.hub_variants import parse_variant
-from build2cmake.render import extension_name
-from build2cmake.variant_env import PackageSources
+from build2cmake.config.hub_variants import parse_variant
+from build2cmake.generate.render import extension_name
+from build2cmake.ground.errors import Build2CMakeError, printable
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Build the variant; 0 when built, 1 when it failed (its line says why), 2 on bad input."""
-    parser = argparse.ArgumentParser(prog="build2cmake.toolchains.inside")
+    parser = argparse.ArgumentParser(prog="build2cmake.builds.inside")
     parser.add_argument("build_toml", type=Path)
     parser.add_argument("--variant", required=True)
     parser.add_argument("--ops-id", required=True)

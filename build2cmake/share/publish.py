@@ -15,6 +15,7 @@ sources it was built from.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import stat
 from collections.abc import Iterable, Sequence
@@ -22,18 +23,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from build2cmake.bounded import walk_files
-from build2cmake.builder import kernel_dependency_record
-from build2cmake.card import (
+from build2cmake.builds.builder import kernel_dependency_record
+from build2cmake.config import load_project
+from build2cmake.config.lock import checked_lock
+from build2cmake.config.model import Project
+from build2cmake.generate import init as project_init
+from build2cmake.generate.project import default_ops_id
+from build2cmake.generate.render import extension_name
+from build2cmake.ground.bounded import walk_files
+from build2cmake.ground.errors import Build2CMakeError, BuildConfigError, printable
+from build2cmake.ground.safefs import write_user_file
+from build2cmake.share.card import (
     BUILT_CARD,
     OLD_BUILT_CARD,
     built_variants,
     is_variant_name,
     metadata_name,
 )
-from build2cmake.errors import Build2CMakeError, printable
-from build2cmake.model import Project
-from build2cmake.render import extension_name
 
 NO_LICENSE = "NOASSERTION"
 
@@ -430,3 +436,80 @@ def dirty_variants(project: Project, project_dir: Path) -> list[str]:
         if isinstance(kernel, dict) and kernel.get("dirty") is True:
             dirty.append(variant.name)
     return sorted(dirty)
+
+
+@dataclass(frozen=True)
+class UploadPlan:
+    """What `upload` publishes: where, the checked variants, and every file it adds."""
+
+    request: UploadRequest
+    project_dir: Path
+    variants: tuple[str, ...]
+    operations: tuple[FileOperation, ...]
+    # Variants built from a checkout with uncommitted changes (a warning, as kernel-builder's).
+    dirty: tuple[str, ...] = ()
+    # What the user should know and need not fix (the card read from an older place).
+    notes: tuple[str, ...] = ()
+    # Why build.toml's kernel-depends are not pinned (no kernels.lock yet), if so.
+    lock_note: str | None = None
+
+
+def write_upload_summary(output: Path, outcome: UploadOutcome) -> None:
+    """Write `upload --output-json`'s file through safefs (from the current folder, no symlinked
+    folder on the way; a link at its name is replaced, never followed)."""
+    write_user_file(output, outcome.as_json().encode("utf-8"), [Path.cwd()])
+
+
+# A Hub branch: ASCII letters, digits, '.', '_', '-', '/' (no '..', no leading '-' or '/').
+_BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}", re.ASCII)
+
+
+def plan_upload(
+    build_toml: Path,
+    *,
+    repo_id: str | None = None,
+    branch: str | None = None,
+    ops_id: str | None = None,
+    private: bool = False,
+    create_pr: bool = False,
+    repo_type: str = "kernel",
+) -> UploadPlan:
+    """Check build/ against build.toml (refusing a stale build) and list what goes where."""
+    project = load_project(build_toml)
+    project_dir = build_toml.parent
+    lock_note = checked_lock(project, build_toml)
+    chosen_repo = repo_id or project.hub_repo_id
+    if chosen_repo is None:
+        raise BuildConfigError(
+            build_toml,
+            "[general.hub].repo-id",
+            'missing; set it (e.g. repo-id = "my-org/my-kernel") or pass --repo-id',
+        )
+    owner, _, name = chosen_repo.partition("/")
+    # fullmatch: `$` in those patterns accepts a trailing newline.
+    if not project_init.OWNER_NAME.fullmatch(owner) or not project_init.KERNEL_NAME.fullmatch(name):
+        raise Build2CMakeError(
+            f"repo id {chosen_repo!r}: use <owner>/<kernel name> (lowercase letters, digits, '-')"
+        )
+    check_repo_type(repo_type)
+    version = project.version if project.version is not None else 1
+    chosen_branch = branch or project.hub_branch or f"v{version}"
+    if not _BRANCH.fullmatch(chosen_branch) or ".." in chosen_branch:
+        raise Build2CMakeError(f"--branch {chosen_branch!r}: not a branch name")
+    variants = check_fresh(
+        project, project_dir, build_toml, ops_id or default_ops_id(build_toml, project)
+    )
+    request = UploadRequest(chosen_repo, chosen_branch, repo_type, private, create_pr)
+    operations = local_operations(project_dir, variants, chosen_branch)
+    dirty = dirty_variants(project, project_dir)
+    _, card_note = built_card(project_dir)
+    notes = () if card_note is None else (card_note,)
+    return UploadPlan(
+        request,
+        project_dir,
+        tuple(variants),
+        tuple(operations),
+        tuple(dirty),
+        notes=notes,
+        lock_note=lock_note,
+    )

@@ -26,8 +26,8 @@ import secrets
 import stat
 from pathlib import Path
 
-from build2cmake.errors import Build2CMakeError
-from build2cmake.safefs import ProjectFolder, read_regular_file
+from build2cmake.ground.errors import Build2CMakeError
+from build2cmake.ground.safefs import ProjectFolder, read_regular_file
 
 MARK = "build2cmake-made"
 KEY_NAME = "build-folder.key"

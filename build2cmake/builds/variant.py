@@ -20,7 +20,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from build2cmake.errors import Build2CMakeError
+from build2cmake.ground.errors import Build2CMakeError
 
 UNIVERSAL_VARIANT = "torch-universal"
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from build2cmake.errors import Build2CMakeError
+from build2cmake.ground.errors import Build2CMakeError
 
 _MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 _COMPRESSED_MAGIC = b"CCOB"

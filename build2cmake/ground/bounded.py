@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from build2cmake.errors import Build2CMakeError
-from build2cmake.safefs import RECORD_LIMIT_BYTES, read_regular_file
+from build2cmake.ground.errors import Build2CMakeError
+from build2cmake.ground.safefs import RECORD_LIMIT_BYTES, read_regular_file
 
 # A package's Python file or a binding source: real ones are tens of KiB; generated tables can
 # reach a few MiB.

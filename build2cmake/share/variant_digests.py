@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from build2cmake import builder, digest
-from build2cmake.bounded import walk_files
-from build2cmake.errors import Build2CMakeError, printable
-from build2cmake.safefs import RECORD_LIMIT_BYTES, ProjectFolder
+from build2cmake.builds import builder, digest
+from build2cmake.ground.bounded import walk_files
+from build2cmake.ground.errors import Build2CMakeError, printable
+from build2cmake.ground.safefs import RECORD_LIMIT_BYTES, ProjectFolder
 
 BUILD = "build"
 METADATA = "metadata.json"
@@ -183,3 +183,11 @@ def check_builds(project_dir: Path) -> list[BuildCheck]:
             problems += _digest_problems(metadata.get("digest"), current)
             checks.append(BuildCheck(variant, tuple(problems)))
     return checks
+
+
+def project_folder(build_toml: Path) -> Path:
+    if not build_toml.is_file():
+        raise Build2CMakeError(
+            f"{build_toml}: no such build.toml; name the project's folder or its build.toml"
+        )
+    return build_toml.parent

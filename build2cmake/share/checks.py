@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from build2cmake import bounded
-from build2cmake.errors import Build2CMakeError
-from build2cmake.safefs import read_regular_file
+from build2cmake.ground import bounded
+from build2cmake.ground.errors import Build2CMakeError
+from build2cmake.ground.safefs import read_regular_file
 
 # The torch.library functions that take the op's qualified name as their first argument.
 TORCH_LIBRARY_REGISTRATIONS = frozenset(

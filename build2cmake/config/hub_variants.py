@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from build2cmake.errors import Build2CMakeError
-from build2cmake.model import Project
+from build2cmake.config.model import Project
+from build2cmake.ground.errors import Build2CMakeError
 
 # The package's copy of upstream's matrix (see the module's docstring).
 MATRIX_FILE = "hub_build_variants.json"
@@ -48,7 +48,7 @@ class UpstreamMatrix:
 @functools.cache
 def upstream_matrix() -> UpstreamMatrix:
     """The matrix of the package's data file (read once; a broken file is one error line)."""
-    where = resources.files("build2cmake") / MATRIX_FILE
+    where = resources.files("build2cmake.config") / MATRIX_FILE
     try:
         text = where.read_text("utf-8")
     except OSError as error:

@@ -40,10 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from build2cmake.errors import Build2CMakeError, printable
-from build2cmake.model import KernelDependency, Project
-from build2cmake.nar import NarHasher, walk_order
-from build2cmake.safefs import (
+from build2cmake.config import load_project
+from build2cmake.config.model import KernelDependency, Project
+from build2cmake.config.nar import NarHasher, walk_order
+from build2cmake.ground.errors import Build2CMakeError, printable
+from build2cmake.ground.safefs import (
     RECORD_LIMIT_BYTES,
     ProjectFolder,
     checked_target,
@@ -527,3 +528,34 @@ def write_lock(project_dir: Path, content: bytes, *, force: bool) -> bool:
             return False
         folder.write_atomic(LOCK_NAME, content)
     return True
+
+
+def checked_lock(project: Project, build_toml: Path) -> str | None:
+    """What `build` and `upload` do with kernels.lock: refuse one that is malformed or no longer
+    matches build.toml's kernel-depends (one error, saying to run `build2cmake lock`); the note
+    to show when build.toml has kernel-depends and no lock yet."""
+    check_lock(project, build_toml.parent)
+    return unlocked_note(project, build_toml.parent)
+
+
+def lock_project(build_toml: Path, *, force: bool = False) -> LockReport:
+    """`build2cmake lock`: resolve build.toml's kernel-depends through the Hub to commits and
+    snapshot hashes, and write kernels.lock beside build.toml (kernels-data's NixKernelLocks)."""
+    project = load_project(build_toml)
+    project_dir = build_toml.parent
+    path = lock_path(project_dir)
+    if not force and os.path.lexists(path):
+        # Refused before anything is downloaded (write_lock checks again when it writes).
+        try:
+            read_lock(project_dir)
+        except Build2CMakeError as error:
+            raise Build2CMakeError(
+                f"{path}: exists and is not a kernels.lock this command writes ({error}); move "
+                "it away, or pass --force to replace it"
+            ) from None
+    dependencies = project_dependencies(project)
+    if not dependencies and not os.path.lexists(path):
+        return LockReport(path, (), False)
+    entries = tuple(resolve(dependencies))
+    written = write_lock(project_dir, render(entries), force=force)
+    return LockReport(path, entries, written)

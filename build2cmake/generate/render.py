@@ -17,9 +17,9 @@ from typing import Any
 
 import jinja2
 
-from build2cmake import loader_rules
-from build2cmake.fileset import FileSet
-from build2cmake.model import Project
+from build2cmake.config import loader_rules
+from build2cmake.config.model import Project
+from build2cmake.generate.fileset import FileSet
 
 # Where generated projects put their CMake build (pyproject's build-dir; clean removes it).
 BUILD_DIR = "build/cmake"
@@ -45,10 +45,10 @@ def needs_hipify(project: Project) -> bool:
 
 def _data_dir(name: str) -> Path:
     """A template folder: inside the installed package, or at the top of a source checkout."""
-    packaged = Path(__file__).parent / "_data" / name
+    packaged = Path(__file__).parents[1] / "_data" / name
     if packaged.is_dir():
         return packaged
-    return Path(__file__).parent.parent / name
+    return Path(__file__).parents[2] / name
 
 
 def rocm_discovery_module() -> Path:

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from build2cmake import bounded
-from build2cmake.errors import Build2CMakeError
-from build2cmake.model import Project
-from build2cmake.safefs import ProjectFolder
+from build2cmake.config import load_project
+from build2cmake.config.model import Project
+from build2cmake.ground import bounded
+from build2cmake.ground.errors import Build2CMakeError
+from build2cmake.ground.safefs import ProjectFolder, write_user_file
 
 CARD_NAME = "CARD.md"
 BUILT_CARD = "build/CARD.md"
@@ -315,3 +316,21 @@ def write_card(project: Project, project_dir: Path) -> Path | None:
     with ProjectFolder(project_dir) as folder:
         folder.write_atomic(BUILT_CARD, content.encode("utf-8", "replace"))
     return project_dir / BUILT_CARD
+
+
+def fill_card(build_toml: Path) -> str:
+    """kernel-builder's `fill-card`: the project's CARD.md filled in, as `build` writes it."""
+    project = load_project(build_toml)
+    content = render_card(project, build_toml.parent)
+    if content is None:
+        raise Build2CMakeError(
+            f"{build_toml.parent / CARD_NAME}: missing; the card is filled in from it "
+            "(`build2cmake init` writes one)"
+        )
+    return content
+
+
+def write_filled_card(output: Path, content: str) -> None:
+    """Write `fill-card`'s OUTPUT through safefs (from the current folder, no symlinked folder on
+    the way; a link at its name is replaced, never followed)."""
+    write_user_file(output, content.encode("utf-8", "replace"), [Path.cwd()])

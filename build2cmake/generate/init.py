@@ -20,10 +20,10 @@ from pathlib import Path, PurePosixPath
 
 import jinja2
 
-from build2cmake.archs import rocm_arch_problem
-from build2cmake.errors import Build2CMakeError, WriteRefusedError
-from build2cmake.model import BUILDABLE_BACKENDS
-from build2cmake.safefs import ProjectFolder, anchored, system_folder_refusal
+from build2cmake.config.archs import rocm_arch_problem
+from build2cmake.config.model import BUILDABLE_BACKENDS
+from build2cmake.ground.errors import Build2CMakeError, WriteRefusedError
+from build2cmake.ground.safefs import ProjectFolder, anchored, system_folder_refusal
 
 # The Hub's rule for kernel names (and build.toml's [general].name from edition 5 on).
 KERNEL_NAME = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
@@ -121,10 +121,10 @@ class InitReport:
 
 
 def _data_dir() -> Path:
-    packaged = Path(__file__).parent / "_data" / "project_templates"
+    packaged = Path(__file__).parents[1] / "_data" / "project_templates"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).parent.parent / "project_templates"
+    return Path(__file__).parents[2] / "project_templates"
 
 
 def _environment() -> jinja2.Environment:

@@ -26,15 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TextIO
 
-from build2cmake import builder, variant_builds
-from build2cmake.errors import Build2CMakeError, printable
-from build2cmake.hub_variants import HubVariant
-from build2cmake.model import Project
-from build2cmake.rocm_installs import RocmInstall
-from build2cmake.safefs import RECORD_LIMIT_BYTES, ProjectFolder
+from build2cmake.builds import builder, variant_builds
+from build2cmake.builds.variant import installed_torch_backend, query_torch
+from build2cmake.builds.variant_env import PackageSources
+from build2cmake.config.hub_variants import HubVariant
+from build2cmake.config.model import Project
+from build2cmake.ground.errors import Build2CMakeError, printable
+from build2cmake.ground.safefs import RECORD_LIMIT_BYTES, ProjectFolder
 from build2cmake.toolchains import probe, store
-from build2cmake.variant import installed_torch_backend, query_torch
-from build2cmake.variant_env import PackageSources
+from build2cmake.toolchains.rocm_installs import RocmInstall
 
 CHOICE_VARIABLE = "BUILD2CMAKE_TOOLCHAIN"
 

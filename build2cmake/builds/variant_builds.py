@@ -28,16 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TextIO
 
-from build2cmake import builder, dist_jobs, rocm_installs
-from build2cmake.errors import Build2CMakeError, printable
-from build2cmake.hub_variants import HubVariant
-from build2cmake.model import Project
-from build2cmake.safefs import ProjectFolder
-from build2cmake.toolchains import recipes as toolchain_recipes
-from build2cmake.toolchains import sandbox as toolchain_sandbox
-from build2cmake.toolchains import store as toolchain_store
-from build2cmake.variant import NEUTRAL_FOLDER, installed_torch_toolkit
-from build2cmake.variant_env import (
+from build2cmake.builds import builder, dist_jobs
+from build2cmake.builds.variant import NEUTRAL_FOLDER, installed_torch_toolkit
+from build2cmake.builds.variant_env import (
     PackageSources,
     TorchRelease,
     TorchSources,
@@ -49,6 +42,14 @@ from build2cmake.variant_env import (
     rocm_torch_index,
     torch_sources,
 )
+from build2cmake.config.hub_variants import HubVariant
+from build2cmake.config.model import Project
+from build2cmake.ground.errors import Build2CMakeError, printable
+from build2cmake.ground.safefs import ProjectFolder
+from build2cmake.toolchains import recipes as toolchain_recipes
+from build2cmake.toolchains import rocm_installs
+from build2cmake.toolchains import sandbox as toolchain_sandbox
+from build2cmake.toolchains import store as toolchain_store
 
 # torch's headers that exist only in a GPU build of torch: a stand-in (CPU or CUDA) torch has no
 # ATen/hip and c10/hip, and its ATen/cuda and c10/cuda are CUDA's, which a hipified source
@@ -451,7 +452,7 @@ def build_in_toolchain(
     ops_id: str,
 ) -> VariantResult:
     """Build `variant` inside the toolchain of `install`, with the same variant build run
-    there (build2cmake.toolchains.inside) on the project, generated already.
+    there (build2cmake.builds.inside) on the project, generated already.
 
     The run there writes this variant's log (build/cmake-<spec>.log) and build/<variant>/
     itself, in the project, which the toolchain sees at the same path.
@@ -467,8 +468,8 @@ def build_in_toolchain(
         # -P: `python -m` in the project folder would put it first on sys.path, and a
         # build2cmake/ package (or a json.py) of the clone would run instead of ours, as root.
         # The project is generated already (and, for a one-variant build, locked by this
-        # process): the run inside compiles the variant alone (toolchains/inside.py).
-        "python", "-P", "-m", "build2cmake.toolchains.inside",
+        # process): the run inside compiles the variant alone (builds/inside.py).
+        "python", "-P", "-m", "build2cmake.builds.inside",
         str(project_dir.resolve() / "build.toml"),
         "--variant", variant.spec, "-j", str(jobs), "--ops-id", ops_id,
         *sources.uv_arguments(),

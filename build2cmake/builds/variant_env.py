@@ -50,9 +50,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from build2cmake.errors import Build2CMakeError, printable
-from build2cmake.hub_variants import HubVariant
-from build2cmake.variant import NEUTRAL_FOLDER
+from build2cmake.builds.variant import NEUTRAL_FOLDER
+from build2cmake.config.hub_variants import HubVariant
+from build2cmake.ground.errors import Build2CMakeError, printable
 
 _ENV_RECORD = ".build2cmake-env.json"
 # Packages torch lists that a compile does not need (GPU runtime libraries, triton).
@@ -328,7 +328,7 @@ def _create(
 
 def _torch_cuda(python: Path) -> tuple[int, int] | None:
     """torch.version.cuda of the environment's torch, as (major, minor)."""
-    from build2cmake.variant import installed_torch_toolkit
+    from build2cmake.builds.variant import installed_torch_toolkit
 
     backend, version = installed_torch_toolkit(str(python))
     if backend != "cuda" or not version:

@@ -18,7 +18,6 @@ import contextlib
 import json
 import re
 import secrets
-import shutil
 import stat
 import subprocess
 import sys
@@ -27,15 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TextIO
 
-from build2cmake import digest, dist_jobs, folder_marks, loader_rules, offload
-from build2cmake import provenance as build_provenance
-from build2cmake.errors import Build2CMakeError, WriteRefusedError, printable
-from build2cmake.fileset import content_hash
-from build2cmake.model import KernelDependency, Project
-from build2cmake.render import backend_choice_module, rocm_discovery_module
-from build2cmake.rocm_discovery import NOT_FOUND, missing_library_hints
-from build2cmake.safefs import RECORD_LIMIT_BYTES, ProjectFolder, read_regular_file
-from build2cmake.variant import (
+from build2cmake.builds import digest, dist_jobs
+from build2cmake.builds import provenance as build_provenance
+from build2cmake.builds.variant import (
     UNIVERSAL_VARIANT,
     arch_variant,
     installed_torch_backend,
@@ -44,6 +37,17 @@ from build2cmake.variant import (
     tvm_ffi_default_backend,
     tvm_ffi_variant,
 )
+from build2cmake.config import loader_rules
+from build2cmake.config.model import KernelDependency, Project
+from build2cmake.generate.fileset import content_hash
+from build2cmake.generate.project import BUILD_FOLDER_WRITERS
+from build2cmake.generate.render import backend_choice_module, rocm_discovery_module
+from build2cmake.ground import folder_marks
+from build2cmake.ground.errors import Build2CMakeError, WriteRefusedError, printable
+from build2cmake.ground.safefs import RECORD_LIMIT_BYTES, ProjectFolder, read_regular_file
+from build2cmake.toolchains import offload
+from build2cmake.toolchains.programs import cmake_program, ninja_program
+from build2cmake.toolchains.rocm_discovery import NOT_FOUND, missing_library_hints
 
 VARIANTS_RECORD = "build/.build2cmake-variants.json"
 # A variant folder name as kernels spells them (torch213-cxx11-cpu-x86_64-linux,
@@ -65,30 +69,6 @@ class BuildReport:
     variant: str
     path: Path
     metadata: dict[str, object]
-
-
-def _tool(name: str) -> str:
-    """`name` from its PyPI package (cmake and ninja are build2cmake dependencies), else PATH's."""
-    with contextlib.suppress(ImportError, AttributeError):
-        module = __import__(name)
-        bin_dir = module.CMAKE_BIN_DIR if name == "cmake" else module.BIN_DIR
-        candidate = Path(bin_dir) / name
-        if candidate.is_file():
-            return str(candidate)
-    found = shutil.which(name)
-    if found is None:
-        raise Build2CMakeError(f"no {name} found; install it: pip install {name}")
-    return found
-
-
-def cmake_program() -> str:
-    """The cmake that builds: the `cmake` PyPI package's, else PATH's."""
-    return _tool("cmake")
-
-
-def ninja_program() -> str:
-    """The ninja that builds: the `ninja` PyPI package's, else PATH's."""
-    return _tool("ninja")
 
 
 @dataclass
@@ -412,8 +392,6 @@ BUILD_DEFINE_HINT = "-D"
 _DEFINES_RECORD = "build2cmake-defines.json"
 # What the generated CMake records about the build (build2cmake_write_build_info).
 _BUILD_RECORD = "build2cmake-build.json"
-# Who writes into build folders, following symlinks (for the error refusing one).
-BUILD_FOLDER_WRITERS = "CMake, Ninja and the compilers write there"
 
 
 def fresh_cache_arguments(
@@ -503,7 +481,7 @@ def metadata_for(
     variant's files are laid out, see install_variant).
 
     Keyword-only arguments add records that do not follow from build.toml (`provenance`:
-    see build2cmake.provenance); later ones belong after it, keyword-only too.
+    see build2cmake.builds.provenance); later ones belong after it, keyword-only too.
     """
     backend_info: dict[str, object] = {"type": backend}
     if archs:
@@ -726,7 +704,7 @@ def build(
     build the host's ROCm cannot do may run in one of build2cmake's toolchains instead."""
     _check_python_package(project, project_dir)
     # Imported here: the toolchains build through this module.
-    from build2cmake.toolchains.choice import build_in_toolchain
+    from build2cmake.builds.choice import build_in_toolchain
 
     elsewhere = build_in_toolchain(
         project,

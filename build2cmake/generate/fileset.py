@@ -19,8 +19,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from build2cmake.errors import Build2CMakeError, WriteRefusedError
-from build2cmake.safefs import RECORD_LIMIT_BYTES, ProjectFolder, checked_target, relative_path
+from build2cmake.ground.errors import Build2CMakeError, WriteRefusedError
+from build2cmake.ground.safefs import (
+    RECORD_LIMIT_BYTES,
+    ProjectFolder,
+    checked_target,
+    relative_path,
+)
 
 MANIFEST_NAME = ".build2cmake-manifest.json"
 # The files generate writes (render.render_project); a manifest entry naming anything else is

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
-from build2cmake.errors import Build2CMakeError, printable
-from build2cmake.hub_variants import HubVariant
+from build2cmake.config import load_project
+from build2cmake.config.hub_variants import HubVariant, project_variants
+from build2cmake.ground.errors import Build2CMakeError, printable
+from build2cmake.ground.safefs import write_user_file
 
 WORKFLOW_PATH = ".github/workflows/build2cmake-variants.yml"
 
@@ -137,3 +139,22 @@ def github_workflow(
         f"{printable(build_toml.as_posix())}; regenerate it when the variant list changes.\n"
     )
     return header + json.dumps(workflow, indent=2) + "\n"
+
+
+def project_workflow(build_toml: Path, repository_root: Path | None = None) -> str:
+    """The GitHub Actions workflow building list_variants(build_toml), one job per variant."""
+    root = (repository_root or build_toml.parent).resolve()
+    resolved = build_toml.resolve()
+    if not resolved.is_relative_to(root):
+        raise Build2CMakeError(f"{build_toml}: not inside the repository folder {root}")
+    relative = PurePosixPath(resolved.relative_to(root).as_posix())
+    return github_workflow(relative, project_variants(load_project(build_toml)))
+
+
+def write_workflow(
+    output: Path, workflow: str, build_toml: Path, repository_root: Path | None = None
+) -> None:
+    """Write `ci github -o`'s file through safefs: walked without following symlinks from the
+    repository folder or the current folder (a planted `.github` link is refused)."""
+    anchors = [repository_root or build_toml.parent, Path.cwd()]
+    write_user_file(output, workflow.encode("utf-8"), anchors)

@@ -18,9 +18,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from build2cmake.card import built_variants
-from build2cmake.errors import Build2CMakeError, printable
-from build2cmake.model import Project
+from build2cmake.config.model import Project
+from build2cmake.ground.errors import Build2CMakeError, printable
+from build2cmake.share.card import built_variants
 
 # kernel-builder's order for picking the backend whose tests run.
 BACKEND_ORDER = ("cuda", "rocm", "xpu", "metal", "cpu")

@@ -1,0 +1,1 @@
+"""Share: check, test, describe, sign, lock and publish the built variants."""
