@@ -129,14 +129,7 @@ function(_build2cmake_cuda_pool)
     set(jobs "${BUILD2CMAKE_CUDA_JOBS}")
   else()
     get_property(threads GLOBAL PROPERTY BUILD2CMAKE_NVCC_MOST_THREADS)
-    math(EXPR jobs "${BUILD2CMAKE_FREE_MEMORY_MB} / (${BUILD2CMAKE_NVCC_THREAD_MB} * ${threads})")
-    math(EXPR by_cores "${BUILD2CMAKE_CORE_COUNT} / ${threads}")
-    if(by_cores LESS jobs)
-      set(jobs ${by_cores})
-    endif()
-    if(jobs LESS 1)
-      set(jobs 1)
-    endif()
+    _build2cmake_pool_size(jobs ${BUILD2CMAKE_NVCC_THREAD_MB} ${threads})
     message(STATUS "build2cmake: CUDA kernels compile ${jobs} at once, ${threads} nvcc "
       "thread(s) each (Ninja pool: ${BUILD2CMAKE_CORE_COUNT} cores, "
       "${BUILD2CMAKE_FREE_MEMORY_MB} MB free / ${BUILD2CMAKE_NVCC_THREAD_MB} MB per thread; "
