@@ -21,7 +21,8 @@ capability to keep the compile short), under a per-project timeout. Per project 
                 several threads, nvcc --threads, counts each of them: its step time does not)
   floor         max(critical, sum/cores, cpu/cores); wall / floor and ninja / floor say how far
                 the whole command and the schedule are from it
-  CPU use       CPU seconds / Ninja's span, in % (all cores busy: cores x 100 %)
+  CPU use       CPU seconds / Ninja's span, in % (all cores busy: cores x 100 %); for a build
+                stopped by its timeout, / its wall: the span then covers finished steps only
   peak RSS      the most memory the build's process tree held at once (RSS of every descendant
                 summed, sampled every 0.2 s; shared pages count once per process, so this is an
                 upper bound) and the largest single process
@@ -436,7 +437,8 @@ def markdown(reports: Sequence[Report], *, machine: str, command: str) -> str:
         partial = "≥ " if r.steps_done < r.steps_total else ""
         ratio = f"{r.ninja_s / r.floor_s:.2f}" if r.floor_s and not partial else "-"
         wall_ratio = f"{r.wall_s / r.floor_s:.2f}" if r.floor_s and not partial else "-"
-        use = f"{100 * r.cpu_s / r.ninja_s:.0f} % of {100 * r.cores} %" if r.ninja_s else "-"
+        span = r.wall_s if partial else r.ninja_s
+        use = f"{100 * r.cpu_s / span:.0f} % of {100 * r.cores} %" if span else "-"
         steps = f"{r.steps_done}" + (f"/{r.steps_total}" if partial else "")
         lines.append(
             f"| {_cell(r.project)} | {r.status} | {r.wall_s:.0f} | {partial}{r.ninja_s:.0f} "

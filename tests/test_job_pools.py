@@ -25,7 +25,16 @@ def configure(root: Path, backend: str, *defines: str) -> Path:
                *(f"-D{d}" for d in defines)]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    (build_dir / "configure-output.txt").write_text(result.stdout)
     return build_dir
+
+
+def free_mb_at_configure(build_dir: Path) -> int:
+    """The free memory configure sized the CUDA pool with, as its status line prints it."""
+    output = " ".join((build_dir / "configure-output.txt").read_text().split())
+    found = re.search(r"CUDA kernels compile \d+ at once.*?cores, (\d+) MB free", output)
+    assert found, output[-2000:]
+    return int(found[1])
 
 
 def pools(build_dir: Path) -> dict[str, int]:
@@ -77,12 +86,13 @@ def test_nvcc_compiles_a_kernels_capabilities_in_threads_within_a_cuda_pool(
     assert sum(f.startswith("-gencode=") for f in flags) == 3
     assert "--threads=3" in flags
     assert kernel["pool"] == "build2cmake_cuda"
-    # Threads count against the cores: 8 cores / 3 threads = 2 compiles at once (memory allowing).
-    three_threads = pools(build_dir)["build2cmake_cuda"]
-    assert 1 <= three_threads <= 2, three_threads
+    # Threads count against the cores: a 3-thread compile keeps 1 + 2 x 3/4 = 2.5 cores busy,
+    # so 8 cores hold 3 compiles at once (memory allowing).
+    by_memory = free_mb_at_configure(build_dir) // (4096 * 3)
+    assert pools(build_dir)["build2cmake_cuda"] == max(1, min(3, by_memory))
     # And the C++ pool never holds more compiles than there are cores.
     assert 1 <= pools(build_dir)["build2cmake_compile"] <= 8
-    # Two cores: two threads each, one compile at a time.
+    # Two cores: two threads each (1.75 cores busy), one compile at a time.
     build_dir = configure(generated, "cuda", "BUILD2CMAKE_CORES=2")
     (kernel,) = [e for o, e in compile_edges(build_dir, ".cu").items() if "kernel_ops" in o]
     assert "--threads=2" in shlex.split(kernel["FLAGS"])
@@ -119,3 +129,38 @@ def test_nvcc_threads_must_be_a_small_positive_number(generated: Path) -> None:
     assert "BUILD2CMAKE_NVCC_THREADS=0: expected a number of threads from 1" in " ".join(
         result.stderr.split()
     )
+
+
+@pytest.mark.parametrize(
+    ("cores", "threads", "free_mb", "jobs"),
+    [
+        (64, 1, 500_000, 64),  # one thread: a compile per core
+        (64, 4, 500_000, 19),  # 4-thread nvcc keeps 3.25 cores busy: flash-attn2's four caps
+        (32, 4, 500_000, 9),
+        (8, 3, 500_000, 3),
+        (2, 2, 500_000, 1),
+        (64, 4, 100_000, 6),  # memory counts every thread: 100 GB / (4 GB x 4)
+        (16, 4, 8_000, 1),  # never fewer than one
+    ],
+)
+def test_a_pool_counts_the_cores_a_threaded_compile_keeps_busy_and_every_threads_memory(
+    generated: Path, cores: int, threads: int, free_mb: int, jobs: int
+) -> None:
+    """The generated pool function itself, run by cmake -P with the machine's figures given."""
+    module = (generated / "cmake" / "build2cmake_torch.cmake").read_text()
+    function = re.search(
+        r"^function\(_build2cmake_pool_size .*?^endfunction\(\)$", module, re.M | re.S
+    )
+    assert function, "the generated module has no _build2cmake_pool_size"
+    script = generated / "build" / "pool_size.cmake"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(
+        f"set(BUILD2CMAKE_CORE_COUNT {cores})\nset(BUILD2CMAKE_FREE_MEMORY_MB {free_mb})\n"
+        f"set(BUILD2CMAKE_DISTRIBUTED FALSE)\n{function[0]}\n"
+        f'_build2cmake_pool_size(jobs 4096 {threads})\nmessage("jobs=${{jobs}}")\n'
+    )
+    result = subprocess.run(
+        ["cmake", "-P", str(script)], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"jobs={jobs}" in result.stderr
