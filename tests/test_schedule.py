@@ -253,3 +253,29 @@ def test_hip_compiles_are_ordered_and_pooled_by_the_cores(
     rules = (build_dir / "CMakeFiles" / "rules.ninja").read_text()
     pools = {m[1]: int(m[2]) for m in re.finditer(r"^pool (\S+)\n  depth = (\d+)$", rules, re.M)}
     assert pools["build2cmake_hip"] == 1 and pools["build2cmake_compile"] == 1, pools
+
+
+@pytest.mark.compile
+def test_a_build_stopped_before_its_link_has_its_finished_compiles_recorded_at_the_next_configure(
+    project: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """A build that never reaches its link (a timeout, a failed source) records nothing itself;
+    the next configure of its folder records what it finished, and orders by it."""
+    root = uneven(project("scale_add"))
+    costs = tmp_path / "costs"
+    build_dir, said = configure(root, "cpu", f"BUILD2CMAKE_COSTS_DIR={costs}")
+    assert "3 sources, longest first by size (no recorded costs yet)" in said
+    # Only the light source compiles, as if the build had been stopped after it.
+    (light,) = re.findall(
+        r"^build (CMakeFiles/\S+/cpu/light\.cpp\.o):", (build_dir / "build.ninja").read_text(), re.M
+    )
+    done = subprocess.run(["ninja", "-C", str(build_dir), light],
+                          capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert not list(costs.glob("*.tsv"))  # no link, so no POST_BUILD record
+    build_dir, said = configure(root, "cpu", f"BUILD2CMAKE_COSTS_DIR={costs}")
+    assert "kernel_ops_cpu: 3 sources, longest first by recorded seconds (1 of 3 recorded)" in said
+    (record,) = costs.glob("*.tsv")
+    assert [line.split("\t")[1] for line in record.read_text().splitlines()[1:]] == [
+        "cpu/light.cpp"
+    ]

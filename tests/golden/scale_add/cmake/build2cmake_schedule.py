@@ -9,10 +9,16 @@ first: by the seconds each took in an earlier build, else by a cold estimate (th
 source and of the project headers it includes, which is what the compiler reads and instantiates).
 
   cores                   the CPUs this process may use: its affinity, within its cgroup's quota
-  order --costs FILE --source-dir DIR --binary-dir DIR [--include DIR ...] -- SOURCE ...
-                          the sources' indices, longest first, as a CMake list
+  order --costs FILE --source-dir DIR --binary-dir DIR [--build-dir DIR] [--include DIR ...]
+        -- SOURCE ...     the sources' indices, longest first, as a CMake list; with --build-dir,
+                          the compile times of its .ninja_log are merged into FILE first
   record --costs FILE --build-dir DIR
                           the compile times of .ninja_log, merged into FILE
+
+A build records its times after its link (a POST_BUILD step). A build that stopped before it
+(a timeout, a failed source, Ctrl-C) leaves the times of what it finished in .ninja_log, and
+the next configure of that folder records them: a flash-attn2 build stopped after 49 of its 77
+steps still tells the next runner (through the cache's folder) what those 49 cost.
 
 The costs file lives beside the compiler cache (build2cmake_torch.cmake), so a fresh runner that
 restores its cache knows them too. Its lines are "<seconds>\\t<object key>", where the key is
@@ -27,6 +33,7 @@ falls back to the cold estimate.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -225,8 +232,18 @@ class ColdEstimate:
 
 
 def order(
-    costs_path: str, source_dir: str, binary_dir: str, includes: list[str], sources: list[str]
+    costs_path: str,
+    source_dir: str,
+    binary_dir: str,
+    includes: list[str],
+    sources: list[str],
+    build_dir: str = "",
 ) -> tuple[list[int], str]:
+    if costs_path and build_dir:
+        # What an earlier build in this folder finished, stopped or not; left unrecorded if the
+        # folder cannot be written, and the order still follows what is recorded.
+        with contextlib.suppress(OSError):
+            record(costs_path, build_dir)
     costs = read_costs(costs_path) if costs_path else {}
     keys = [object_key(source, source_dir, binary_dir) for source in sources]
     known = [costs.get(key) if key else None for key in keys]
@@ -271,6 +288,7 @@ def main(argv: list[str]) -> int:
                 first["binary-dir"],
                 options.get("include", []),
                 positional,
+                first.get("build-dir", ""),
             )
             print(",".join(map(str, ranked)) + "\n" + how, end="")
         elif command == "record":

@@ -402,7 +402,8 @@ function(_build2cmake_schedule_order target out)
   execute_process(COMMAND "${Python_EXECUTABLE}" -c "${_b2c_run_script}"
       "${BUILD2CMAKE_SCHEDULE_SCRIPT}" order --costs "${costs}"
       --source-dir "${CMAKE_CURRENT_SOURCE_DIR}" --binary-dir "${CMAKE_CURRENT_BINARY_DIR}"
-      --include "${BUILD2CMAKE_PROJECT_DIR}" ${includes} -- ${sources}
+      --build-dir "${CMAKE_BINARY_DIR}" --include "${BUILD2CMAKE_PROJECT_DIR}" ${includes}
+      -- ${sources}
     WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
     OUTPUT_VARIABLE answer RESULT_VARIABLE status ERROR_VARIABLE error TIMEOUT 120)
   string(REPLACE "\n" ";" lines "${answer}")
