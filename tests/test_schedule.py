@@ -279,3 +279,30 @@ def test_a_build_stopped_before_its_link_has_its_finished_compiles_recorded_at_t
     assert [line.split("\t")[1] for line in record.read_text().splitlines()[1:]] == [
         "cpu/light.cpp"
     ]
+
+
+@pytest.mark.compile
+def test_a_failed_build_records_the_compiles_that_finished(
+    project: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """`build` stops at a source that does not compile; what compiled before it is recorded, so
+    the next build (here, or on a runner that restores the cache's folder) knows those costs."""
+    root = uneven(project("scale_add"))
+    toml = root / "build.toml"
+    (root / "cpu" / "broken.cpp").write_text("#error this source does not compile\n")
+    toml.write_text(
+        toml.read_text().replace('"cpu/light.cpp"', '"cpu/light.cpp", "cpu/broken.cpp"', 1)
+    )
+    generate_torch(toml, force=True)
+    costs = tmp_path / "costs"
+    result = run_cli(
+        "build", toml, "--backend", "cpu", "--jobs", "1",
+        "-D", f"BUILD2CMAKE_COSTS_DIR={costs}", "-D", "BUILD2CMAKE_COMPILER_LAUNCHER=none",
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "this source does not compile" in result.stdout + result.stderr
+    # One job, longest first: heavy and ops_cpu compiled before broken (37 bytes) failed.
+    (record,) = costs.glob("*.tsv")
+    recorded = {line.split("\t")[1] for line in record.read_text().splitlines()[1:]}
+    assert {"cpu/heavy.cpp", "cpu/ops_cpu.cpp"} <= recorded, recorded
+    assert "cpu/broken.cpp" not in recorded

@@ -44,6 +44,7 @@ from build2cmake.generate.project import BUILD_FOLDER_WRITERS
 from build2cmake.generate.render import backend_choice_module, rocm_discovery_module
 from build2cmake.ground import folder_marks
 from build2cmake.ground.errors import Build2CMakeError, WriteRefusedError, printable
+from build2cmake.ground.interrupts import Interrupted
 from build2cmake.ground.safefs import RECORD_LIMIT_BYTES, ProjectFolder, read_regular_file
 from build2cmake.toolchains import offload
 from build2cmake.toolchains.programs import cmake_program, ninja_program
@@ -370,7 +371,11 @@ def compile_project(
     not_found: list[str] = []
     try:
         _run(build, "CMake build", env=env, log=log, not_found=not_found)
+    except Interrupted:
+        _record_finished_compiles(build_dir, env)
+        raise
     except Build2CMakeError:
+        _record_finished_compiles(build_dir, env)
         if backend == "rocm":
             # A missing header of a ROCm library kernels include (rocWMMA, hipBLASLt, ...): one
             # line naming the library and how to install it, as ROCm discovery knows it.
@@ -381,6 +386,23 @@ def compile_project(
         _remove_any(folder, PurePosixPath(install_dir.name))
     _run([cmake_program(), "--install", str(build_dir)], "CMake install", env=env, log=log)
     return install_dir, info
+
+
+def _record_finished_compiles(build_dir: Path, env: Mapping[str, str] | None) -> None:
+    """After a build that stopped before its link (a failed source, a signal): the compile times
+    of what finished go where a whole build's would (the generated `build2cmake_record_costs`
+    target), so that the next build, here or on a runner that restores the compiler cache,
+    starts its longest sources first. Best effort and silent: it never changes the outcome."""
+    command = [cmake_program(), "--build", str(build_dir), "--target", "build2cmake_record_costs"]
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            command,
+            env=None if env is None else dict(env),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+            timeout=60,
+        )
 
 
 # The cache variable through which `build` tells the CMake templates how a user passes a

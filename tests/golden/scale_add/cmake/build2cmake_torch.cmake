@@ -847,6 +847,9 @@ function(build2cmake_add_extension name)
     VERBATIM)
   # Each compile's seconds, from Ninja's log, for the next build's order (see
   # build2cmake_schedule.py; it never fails the build).
+  # The same on demand, for a build that stopped before its link: `build` runs it then, and a
+  # CI script may (`cmake --build <folder> --target build2cmake_record_costs`); the next
+  # configure of the folder does it too.
   _build2cmake_costs_file(costs)
   if(costs AND CMAKE_GENERATOR MATCHES "Ninja")
     add_custom_command(TARGET ${name} POST_BUILD
@@ -854,6 +857,13 @@ function(build2cmake_add_extension name)
         record --costs "${costs}" --build-dir "${CMAKE_BINARY_DIR}"
       WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
       VERBATIM)
+    if(NOT TARGET build2cmake_record_costs)
+      add_custom_target(build2cmake_record_costs
+        COMMAND "${Python_EXECUTABLE}" -c "${_b2c_run_script}" "${BUILD2CMAKE_SCHEDULE_SCRIPT}"
+          record --costs "${costs}" --build-dir "${CMAKE_BINARY_DIR}"
+        WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
+        VERBATIM)
+    endif()
   endif()
   if(BUILD2CMAKE_TORCH_BACKEND STREQUAL BUILD2CMAKE_SELECTED_BACKEND)
     # torch itself was built for this backend, so bindings may use its GPU runtime API (current
