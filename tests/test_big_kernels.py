@@ -7,13 +7,15 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from build2cmake.api import generate_torch
 from build2cmake.toolchains.programs import ninja_program
-from tests.conftest import REPO, load_script
+from tests.conftest import REPO, load_script, requires_nvcc
 
 SCRIPT = REPO / "benchmarks" / "big_kernels.py"
 
@@ -122,3 +124,28 @@ def test_big_kernels_measures_a_real_cpu_build(tmp_path: Path) -> None:
     assert report["peak_rss_mib"] >= report["peak_process_mib"] > 50
     table = out_md.read_text()
     assert "| project | status | wall (s)" in table and "| scale_add | ok |" in table
+
+
+@pytest.mark.compile
+@requires_nvcc
+def test_unit_split_runs_each_way_of_cutting_a_source_into_units(
+    project: Callable[[str], Path],
+) -> None:
+    """benchmarks/unit_split.py on scale_add's kernel (8.0+PTX, 9.0a: three -gencode): it finds
+    the compile, and every variant it times compiles."""
+    root = project("scale_add")
+    generate_torch(root / "build.toml")
+    build_dir = root / "build" / "split"
+    configure = ["cmake", "-S", str(root), "-B", str(build_dir), "-G", "Ninja",
+                 "-DBUILD2CMAKE_BACKEND=cuda", "-DBUILD2CMAKE_COMPILER_LAUNCHER=none"]  # fmt: skip
+    assert subprocess.run(configure, capture_output=True, check=False, timeout=300).returncode == 0
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "unit_split.py"), str(build_dir), "ops.cu"],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "3 -gencode (arch=compute_80,code=sm_80, arch=compute_80,code=compute_80, " in (
+        result.stdout
+    )
+    rows = [line.split("|")[1].strip() for line in result.stdout.splitlines()[3:]]
+    assert rows == ["threads", "serial", "split", "split-compile"]
