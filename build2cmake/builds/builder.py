@@ -15,6 +15,7 @@ only those (and `clean` removes only those), never a variant folder built by som
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import re
 import secrets
@@ -41,7 +42,11 @@ from build2cmake.config import loader_rules
 from build2cmake.config.model import KernelDependency, Project
 from build2cmake.generate.fileset import content_hash
 from build2cmake.generate.project import BUILD_FOLDER_WRITERS
-from build2cmake.generate.render import backend_choice_module, rocm_discovery_module
+from build2cmake.generate.render import (
+    backend_choice_module,
+    rocm_discovery_module,
+    schedule_script,
+)
 from build2cmake.ground import folder_marks
 from build2cmake.ground.errors import Build2CMakeError, WriteRefusedError, printable
 from build2cmake.ground.interrupts import Interrupted
@@ -372,10 +377,10 @@ def compile_project(
     try:
         _run(build, "CMake build", env=env, log=log, not_found=not_found)
     except Interrupted:
-        _record_finished_compiles(build_dir, env)
+        _record_finished_compiles(build_dir, backend)
         raise
     except Build2CMakeError:
-        _record_finished_compiles(build_dir, env)
+        _record_finished_compiles(build_dir, backend)
         if backend == "rocm":
             # A missing header of a ROCm library kernels include (rocWMMA, hipBLASLt, ...): one
             # line naming the library and how to install it, as ROCm discovery knows it.
@@ -388,21 +393,33 @@ def compile_project(
     return install_dir, info
 
 
-def _record_finished_compiles(build_dir: Path, env: Mapping[str, str] | None) -> None:
+_COSTS_FILE_RECORD = "build2cmake-costs-file.txt"
+
+
+def _record_finished_compiles(build_dir: Path, backend: str) -> None:
     """After a build that stopped before its link (a failed source, a signal): the compile times
-    of what finished go where a whole build's would (the generated `build2cmake_record_costs`
-    target), so that the next build, here or on a runner that restores the compiler cache,
-    starts its longest sources first. Best effort and silent: it never changes the outcome."""
-    command = [cmake_program(), "--build", str(build_dir), "--target", "build2cmake_record_costs"]
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run(
-            command,
-            env=None if env is None else dict(env),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            check=False,
-            timeout=60,
-        )
+    of what finished go where a whole build's would, so that the next build, here or on a runner
+    that restores the compiler cache, starts its longest sources first. In this process, with
+    the package's own copy of the schedule script, and nothing started: after a signal, nothing
+    new may run. Best effort and silent: it never changes the outcome.
+
+    The costs file is the one configure chose (build2cmake-costs-file.txt): an absolute path to
+    `<package>-<backend>.tsv`, one line of printable characters, else nothing is recorded."""
+    try:
+        raw = read_regular_file(build_dir / _COSTS_FILE_RECORD, 4096, "the costs file record")
+    except Build2CMakeError:
+        return  # none kept (BUILD2CMAKE_COSTS_DIR=OFF, another generator)
+    text = raw.decode("utf-8", "replace").removesuffix("\n")
+    costs = Path(text)
+    if not (text.isprintable() and costs.is_absolute() and costs.name.endswith(f"-{backend}.tsv")):
+        return
+    with contextlib.suppress(OSError, ValueError, ImportError):
+        spec = importlib.util.spec_from_file_location("build2cmake_schedule", schedule_script())
+        if spec is None or spec.loader is None:
+            return
+        schedule = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(schedule)
+        schedule.record(str(costs), str(build_dir))
 
 
 # The cache variable through which `build` tells the CMake templates how a user passes a

@@ -56,6 +56,12 @@ def rocm_discovery_module() -> Path:
     return _data_dir("cmake_templates") / "rocm" / "build2cmake_find_rocm.cmake"
 
 
+def schedule_script() -> Path:
+    """The static script that orders compiles and records their costs: copied into builds, and
+    run by `build` itself to record what a stopped build finished."""
+    return _data_dir("cmake_templates") / "common" / "build2cmake_schedule.py"
+
+
 BACKEND_CHOICE_MODULE = "common/build2cmake_backend.cmake"
 
 

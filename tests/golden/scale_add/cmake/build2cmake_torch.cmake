@@ -847,11 +847,12 @@ function(build2cmake_add_extension name)
     VERBATIM)
   # Each compile's seconds, from Ninja's log, for the next build's order (see
   # build2cmake_schedule.py; it never fails the build).
-  # The same on demand, for a build that stopped before its link: `build` runs it then, and a
-  # CI script may (`cmake --build <folder> --target build2cmake_record_costs`); the next
-  # configure of the folder does it too.
+  # The same on demand, for a build that stopped before its link: a CI script may run it
+  # (`cmake --build <folder> --target build2cmake_record_costs`); `build` records by itself, in
+  # the file build2cmake-costs-file.txt names; the next configure of the folder records too.
   _build2cmake_costs_file(costs)
   if(costs AND CMAKE_GENERATOR MATCHES "Ninja")
+    file(WRITE "${CMAKE_BINARY_DIR}/build2cmake-costs-file.txt" "${costs}\n")
     add_custom_command(TARGET ${name} POST_BUILD
       COMMAND "${Python_EXECUTABLE}" -c "${_b2c_run_script}" "${BUILD2CMAKE_SCHEDULE_SCRIPT}"
         record --costs "${costs}" --build-dir "${CMAKE_BINARY_DIR}"
@@ -864,6 +865,8 @@ function(build2cmake_add_extension name)
         WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
         VERBATIM)
     endif()
+  else()
+    file(REMOVE "${CMAKE_BINARY_DIR}/build2cmake-costs-file.txt")
   endif()
   if(BUILD2CMAKE_TORCH_BACKEND STREQUAL BUILD2CMAKE_SELECTED_BACKEND)
     # torch itself was built for this backend, so bindings may use its GPU runtime API (current
