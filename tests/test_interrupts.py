@@ -46,6 +46,16 @@ def _processes_in(folder: Path) -> list[str]:
     return found
 
 
+def _dispositions(ignore: signal.Signals | None) -> None:
+    """In the child: the signals build2cmake handles start at their defaults, whatever the test
+    run inherited (under `nohup`, SIGHUP arrives ignored; in a shell's background job, SIGINT),
+    then `ignore` is ignored."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    if ignore is not None:
+        signal.signal(ignore, signal.SIG_IGN)
+
+
 @contextlib.contextmanager
 def compiling(
     scene: Scene, tmp_path: Path, ignore: signal.Signals | None = None
@@ -61,7 +71,7 @@ def compiling(
         [sys.executable, "-m", "build2cmake", "build", str(scene.build_toml), "--backend", "cpu",
          "-D", f"CMAKE_CXX_COMPILER_LAUNCHER={launcher}"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=None if ignore is None else lambda: signal.signal(ignore, signal.SIG_IGN),
+        preexec_fn=lambda: _dispositions(ignore),
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 300
