@@ -26,12 +26,15 @@ import argparse
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from build2cmake.toolchains.programs import ninja_program  # noqa: E402
 
 GENCODE = re.compile(r"-gencode(?:=|$)")
 
@@ -39,7 +42,7 @@ GENCODE = re.compile(r"-gencode(?:=|$)")
 def compile_command(build_dir: Path, needle: str) -> list[str]:
     """The compile command of the object whose path contains `needle`, without CMake's
     `cmake -E env ...` prefix and without its dependency-file flags."""
-    ninja = shutil.which("ninja") or "ninja"
+    ninja = ninja_program()
     targets = subprocess.run(
         [ninja, "-C", str(build_dir), "-t", "targets", "all"],
         capture_output=True, text=True, check=True,

@@ -17,6 +17,7 @@ from types import ModuleType
 import pytest
 
 from build2cmake.api import generate_torch
+from build2cmake.toolchains.programs import ninja_program
 from tests.conftest import (
     REPO,
     cuobjdump,
@@ -269,7 +270,7 @@ def test_a_build_stopped_before_its_link_has_its_finished_compiles_recorded_at_t
     (light,) = re.findall(
         r"^build (CMakeFiles/\S+/cpu/light\.cpp\.o):", (build_dir / "build.ninja").read_text(), re.M
     )
-    done = subprocess.run(["ninja", "-C", str(build_dir), light],
+    done = subprocess.run([ninja_program(), "-C", str(build_dir), light],
                           capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:]
     assert not list(costs.glob("*.tsv"))  # no link, so no POST_BUILD record
