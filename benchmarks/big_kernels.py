@@ -33,6 +33,10 @@ By default no compiler cache is used and compile costs are recorded in a folder 
 own (a cold build that orders its sources by size); --costs-dir keeps them between runs, so the
 second run orders by the first one's seconds.
 
+--replay NINJA_LOG [--slots N ...] builds nothing: it prints the span the log's compiles would
+take started longest first on N slots, with the seconds the log recorded (the order recorded
+costs give a build; a model, for a run the device time did not allow).
+
 A build stopped by its timeout still reports the steps that finished; `steps` then reads
 done/total, and `serial est.` scales the finished steps' sum to all of them (an estimate).
 """
@@ -191,6 +195,20 @@ def max_parallel(steps: Sequence[Step]) -> int:
         running += change
         most = max(most, running)
     return most
+
+
+def longest_first_span(steps: Sequence[Step], slots: int) -> float:
+    """The span of a build whose compiles start longest first on `slots` slots, with the seconds
+    `steps` took: each compile starts when a slot frees, and the other steps (links, stamps)
+    follow one after another. A model of the order recorded costs give, not a measurement: the
+    seconds are the ones measured at the contention of the run that logged them."""
+    compiles = sorted((s.seconds for s in steps if s.output.endswith((".o", ".obj"))), reverse=True)
+    free_at = [0.0] * max(slots, 1)
+    for seconds in compiles:
+        earliest = min(range(len(free_at)), key=free_at.__getitem__)
+        free_at[earliest] += seconds
+    rest = sum(s.seconds for s in steps if not s.output.endswith((".o", ".obj")))
+    return max(free_at) + rest
 
 
 def process_table(page: int) -> tuple[dict[int, list[int]], dict[int, tuple[int, str]]]:
@@ -508,7 +526,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--from-json", type=Path, nargs="+", help="build nothing: one table from these reports"
     )
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        metavar="NINJA_LOG",
+        help="build nothing: the span of this finished build's steps started longest first",
+    )
+    parser.add_argument(
+        "--slots", type=int, nargs="+", default=[], help="with --replay: the compiles at once"
+    )
     args = parser.parse_args(argv)
+    if args.replay:
+        steps = read_ninja_log(args.replay)
+        span = max(s.end_s for s in steps) - min(s.start_s for s in steps) if steps else 0.0
+        print(f"{printable(str(args.replay))}: {len(steps)} steps, logged span {span:.0f} s")
+        for slots in args.slots or [max_parallel(steps)]:
+            print(f"  {slots} at once, longest first: {longest_first_span(steps, slots):.0f} s")
+        return 0
     if args.from_json:
         merged = [Report(**r) for f in args.from_json for r in json.loads(f.read_text())]
         text = markdown(merged, machine=args.machine or machine_description(), command=args.shown)

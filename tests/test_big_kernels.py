@@ -58,6 +58,28 @@ def test_critical_path_follows_the_slowest_chain_of_a_real_ninja_build(
     assert 1.0 < total < 1.6
 
 
+def test_replay_starts_a_logged_builds_compiles_longest_first(
+    big_kernels: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Five compiles logged in the order a by-size estimate gave them (3, 3, 3, 4, 5 s on two
+    # slots: 11 s), then a 1 s link. Longest first, the slots hold 5+3 and 4+3+3: 10 s, plus 1.
+    lines = ["# ninja log v5"]
+    for start, end, output in [(0, 3, "c.o"), (0, 3, "d.o"), (3, 6, "e.o"), (3, 7, "b.o"),
+                               (6, 11, "a.o"), (11, 12, "lib.so")]:  # fmt: skip
+        lines.append(f"{start * 1000}\t{end * 1000}\t0\t{output}\t{output}")
+    log = tmp_path / ".ninja_log"
+    log.write_text("\n".join(lines) + "\n")
+    steps = big_kernels.read_ninja_log(log)
+    assert big_kernels.longest_first_span(steps, 2) == pytest.approx(10 + 1)
+    assert big_kernels.longest_first_span(steps, 5) == pytest.approx(5 + 1)
+    assert big_kernels.longest_first_span(steps, 1) == pytest.approx(18 + 1)
+    assert big_kernels.main(["--replay", str(log), "--slots", "2", "5"]) == 0
+    printed = capsys.readouterr().out
+    assert "6 steps, logged span 12 s" in printed
+    assert "2 at once, longest first: 11 s" in printed
+    assert "5 at once, longest first: 6 s" in printed
+
+
 def test_a_build_past_its_timeout_is_stopped_and_reported(
     big_kernels: ModuleType, tmp_path: Path
 ) -> None:

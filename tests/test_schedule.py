@@ -87,7 +87,9 @@ def test_cold_order_lists_the_source_that_reads_the_most_project_code_first(
     root = uneven(project("scale_add"))
     build_dir, said = configure(root, "cpu", f"BUILD2CMAKE_COSTS_DIR={tmp_path / 'costs'}")
     assert compile_order(build_dir, "cpu") == ["heavy", "ops_cpu", "light"]
-    assert "kernel_ops_cpu: 3 sources, longest first by size (no recorded costs yet)" in said
+    # Where it looked, so that a costs file kept under another name is seen to be missed.
+    expected = f"by size (no recorded costs yet in {tmp_path / 'costs' / 'scale_add-cpu.tsv'})"
+    assert f"kernel_ops_cpu: 3 sources, longest first {expected}" in said
 
 
 @pytest.mark.compile
@@ -173,6 +175,26 @@ def test_a_cache_hit_keeps_the_recorded_cost_and_foreign_lines_are_never_used(
     # A file far larger than any record is not read at all.
     costs.write_text("1\tsrc/a.cu\n" * (schedule.COSTS_LIMIT // 8))
     assert schedule.read_costs(str(costs)) == {}
+
+
+def test_the_order_says_where_it_looked_for_costs_in_one_printable_line(
+    schedule: ModuleType, tmp_path: Path
+) -> None:
+    sources = tmp_path / "src"
+    sources.mkdir()
+    (sources / "a.cu").write_text("x" * 10)
+    (sources / "b.cu").write_text("x" * 20)
+    # A costs folder named with a newline and an escape: the line the build prints stays one
+    # line, and the terminal gets no control character.
+    folder = tmp_path / "costs\n\x1b[2J"
+    ranked, how = schedule.order(
+        str(folder / "p-cuda.tsv"), str(sources), str(tmp_path / "b"), [], ["a.cu", "b.cu"]
+    )
+    assert ranked == [1, 0]
+    assert how.startswith("by size (no recorded costs yet in ") and how.endswith("p-cuda.tsv)")
+    assert "\\n\\x1b[2J" in how and how.isprintable()
+    _, how = schedule.order("", str(sources), str(tmp_path / "b"), [], ["a.cu", "b.cu"])
+    assert how == "by size (compile costs not kept: BUILD2CMAKE_COSTS_DIR=OFF, or no home folder)"
 
 
 def test_the_cores_are_this_processs_cpus(schedule: ModuleType) -> None:
@@ -265,7 +287,7 @@ def test_a_build_stopped_before_its_link_has_its_finished_compiles_recorded_at_t
     root = uneven(project("scale_add"))
     costs = tmp_path / "costs"
     build_dir, said = configure(root, "cpu", f"BUILD2CMAKE_COSTS_DIR={costs}")
-    assert "3 sources, longest first by size (no recorded costs yet)" in said
+    assert "3 sources, longest first by size (no recorded costs yet in " in said
     # Only the light source compiles, as if the build had been stopped after it.
     (light,) = re.findall(
         r"^build (CMakeFiles/\S+/cpu/light\.cpp\.o):", (build_dir / "build.ninja").read_text(), re.M

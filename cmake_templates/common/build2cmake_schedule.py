@@ -185,6 +185,11 @@ def object_key(source: str, source_dir: str, binary_dir: str) -> str | None:
     return None
 
 
+def shown(text: str) -> str:
+    """`text` for one line of a terminal: what is not printable, escaped."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 class ColdEstimate:
     """Bytes a source makes the compiler read from the project: the source and every header it
     includes with quotes that resolves inside the project, each counted once."""
@@ -256,9 +261,12 @@ def order(
         scale = ratios[len(ratios) // 2]
         weights = [k if k is not None else c * scale for k, c in zip(known, cold)]  # noqa: B905 (Python 3.9 runs it)
         how = f"by recorded seconds ({len(recorded)} of {len(sources)} recorded)"
+    elif costs_path:
+        weights = cold
+        how = f"by size (no recorded costs yet in {shown(costs_path)})"
     else:
         weights = cold
-        how = "by size (no recorded costs yet)"
+        how = "by size (compile costs not kept: BUILD2CMAKE_COSTS_DIR=OFF, or no home folder)"
     ranked = sorted(range(len(sources)), key=lambda i: (-weights[i], i))
     return ranked, how
 

@@ -102,7 +102,7 @@ endif()
 # ptxas) at once, one thread per -gencode, so a source's compile lasts as long as its slowest
 # capability, not the sum of them (BUILD2CMAKE_NVCC_THREADS caps the threads; 1: one after the
 # other). The kernels' compiles run in a Ninja pool that counts those threads against the cores
-# and the memory free at configure: the cores / the cores a compile keeps busy (1 + 3/4 per
+# and the memory free at configure: the cores / the cores a compile keeps busy (1 + 2/3 per
 # further thread; see _build2cmake_pool_size), and one per 4 GB per thread.
 # 4 GB: kernels-community's flash-attn2 held 62.6 GiB with 14 one-capability compiles running
 # (RSS summed, an upper bound), its largest cicc 6.3 GiB (benchmarks/README.md, "Big kernels").

@@ -325,12 +325,12 @@ cmake_host_system_information(RESULT BUILD2CMAKE_FREE_MEMORY_MB QUERY AVAILABLE_
 # cores / the cores one such compile keeps busy, and (compiling here, not on a cluster's build
 # servers) what free memory holds. A compile of several threads keeps fewer cores busy than it
 # has threads: nvcc runs cudafe++, fatbinary and the host compile in one thread. Taken as 1 +
-# 3/4 per further thread, from kernels-community's flash-attn2 at four capabilities on 64 cores:
-# sixteen 4-thread nvcc kept 3.1 cores busy each, 78 % of the cores; eleven of them on 32 cores
-# did 1.34x the CPU work of eight (benchmarks/README.md, "Big kernels"). One thread counts as
-# one core. Memory counts every thread in full.
+# 2/3 per further thread, from kernels-community's flash-attn2 at four capabilities on 64 cores:
+# a 4-thread nvcc kept 3.1 cores busy with sixteen running (78 % of the cores) and 3.0 with
+# nineteen (81 %), so 64 cores hold 21 (benchmarks/README.md, "Big kernels"). One thread counts
+# as one core. Memory counts every thread in full.
 function(_build2cmake_pool_size out mb_per_thread threads)
-  math(EXPR jobs "${BUILD2CMAKE_CORE_COUNT} * 4 / (3 * ${threads} + 1)")
+  math(EXPR jobs "${BUILD2CMAKE_CORE_COUNT} * 3 / (2 * ${threads} + 1)")
   if(NOT BUILD2CMAKE_DISTRIBUTED)
     math(EXPR by_memory "${BUILD2CMAKE_FREE_MEMORY_MB} / (${mb_per_thread} * ${threads})")
     if(by_memory LESS jobs)
