@@ -85,10 +85,12 @@ def test_cold_order_lists_the_source_that_reads_the_most_project_code_first(
     project: Callable[[str], Path], tmp_path: Path
 ) -> None:
     root = uneven(project("scale_add"))
-    build_dir, said = configure(root, "cpu", f"BUILD2CMAKE_COSTS_DIR={tmp_path / 'costs'}")
+    # A folder whose name holds a CMake list separator and a space.
+    costs = tmp_path / "my costs;1"
+    build_dir, said = configure(root, "cpu", f"BUILD2CMAKE_COSTS_DIR={costs}")
     assert compile_order(build_dir, "cpu") == ["heavy", "ops_cpu", "light"]
     # Where it looked, so that a costs file kept under another name is seen to be missed.
-    expected = f"by size (no recorded costs yet in {tmp_path / 'costs' / 'scale_add-cpu.tsv'})"
+    expected = f"by size (no recorded costs yet in {costs / 'scale_add-cpu.tsv'})"
     assert f"kernel_ops_cpu: 3 sources, longest first {expected}" in said
 
 
