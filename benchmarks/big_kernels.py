@@ -197,17 +197,27 @@ def max_parallel(steps: Sequence[Step]) -> int:
     return most
 
 
+def span(steps: Sequence[Step]) -> float:
+    """Seconds from the first step's start to the last step's end (0 for no steps)."""
+    return max(s.end_s for s in steps) - min(s.start_s for s in steps) if steps else 0.0
+
+
 def longest_first_span(steps: Sequence[Step], slots: int) -> float:
     """The span of a build whose compiles start longest first on `slots` slots, with the seconds
     `steps` took: each compile starts when a slot frees, and the other steps (links, stamps)
     follow one after another. A model of the order recorded costs give, not a measurement: the
     seconds are the ones measured at the contention of the run that logged them."""
-    compiles = sorted((s.seconds for s in steps if s.output.endswith((".o", ".obj"))), reverse=True)
+    compiles: list[float] = []
+    rest = 0.0
+    for step in steps:
+        if step.output.endswith((".o", ".obj")):
+            compiles.append(step.seconds)
+        else:
+            rest += step.seconds
     free_at = [0.0] * max(slots, 1)
-    for seconds in compiles:
+    for seconds in sorted(compiles, reverse=True):
         earliest = min(range(len(free_at)), key=free_at.__getitem__)
         free_at[earliest] += seconds
-    rest = sum(s.seconds for s in steps if not s.output.endswith((".o", ".obj")))
     return max(free_at) + rest
 
 
@@ -395,7 +405,7 @@ def measure(
         fields = line.split("\t")
         if len(fields) >= 5 and fields[0].isdigit() and fields[1].isdigit():
             seconds[fields[3]] = (int(fields[1]) - int(fields[0])) / 1000
-    report.ninja_s = max(s.end_s for s in steps) - min(s.start_s for s in steps)
+    report.ninja_s = span(steps)
     report.sum_steps_s = sum(s.seconds for s in steps)
     report.sum_over_jobs_s = report.sum_steps_s / cores
     report.longest_step_s = max(s.seconds for s in steps)
@@ -538,8 +548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.replay:
         steps = read_ninja_log(args.replay)
-        span = max(s.end_s for s in steps) - min(s.start_s for s in steps) if steps else 0.0
-        print(f"{printable(str(args.replay))}: {len(steps)} steps, logged span {span:.0f} s")
+        print(f"{printable(str(args.replay))}: {len(steps)} steps, logged span {span(steps):.0f} s")
         for slots in args.slots or [max_parallel(steps)]:
             print(f"  {slots} at once, longest first: {longest_first_span(steps, slots):.0f} s")
         return 0

@@ -261,12 +261,13 @@ def order(
         scale = ratios[len(ratios) // 2]
         weights = [k if k is not None else c * scale for k, c in zip(known, cold)]  # noqa: B905 (Python 3.9 runs it)
         how = f"by recorded seconds ({len(recorded)} of {len(sources)} recorded)"
-    elif costs_path:
-        weights = cold
-        how = f"by size (no recorded costs yet in {shown(costs_path)})"
     else:
         weights = cold
-        how = "by size (compile costs not kept: BUILD2CMAKE_COSTS_DIR=OFF, or no home folder)"
+        how = (
+            f"by size (no recorded costs yet in {shown(costs_path)})"
+            if costs_path
+            else "by size (compile costs not kept: BUILD2CMAKE_COSTS_DIR=OFF, or no home folder)"
+        )
     ranked = sorted(range(len(sources)), key=lambda i: (-weights[i], i))
     return ranked, how
 
