@@ -1,0 +1,246 @@
+"""Build kernel-builder projects of the corpus with build2cmake on a CUDA machine, and run each
+project's own tests against what was built (issue #59; benchmarks/README.md, "The corpus on CUDA
+and ROCm", has the results).
+
+    python3 benchmarks/device_corpus.py CORPUS OUT PROJECT... [--jobs N] [--arch-list 9.0a]
+
+Each PROJECT (a folder of CORPUS, e.g. kernels-community) is copied to a temporary folder and
+built one of two ways:
+
+- ``pip``: ``generate-torch``, then ``pip install --no-build-isolation --no-deps -e`` with
+  ``TORCH_CUDA_ARCH_LIST`` set to ``--arch-list`` (the developer's "only my GPU" build); the tests
+  import the installed package.
+- ``kernels``: ``build2cmake build`` (or a variant already built elsewhere: ``--built
+  NAME=DIR`` names a project's ``build/`` folder made on another machine, e.g. by ``build
+  --variants``), then the tests run with the package loaded through
+  ``kernels.get_local_kernel``, as a Hub user loads it; ``get_kernel("org/name")`` calls reach it
+  through ``LOCAL_KERNELS``.
+
+Projects without compiled sources (Triton and noarch kernels) take the ``kernels`` route.
+PROJECT may end in ``:pip`` or ``:kernels`` to choose. The projects run ``--jobs`` at a time;
+each build gets ``cores / jobs`` compile jobs. Writes OUT/summary.tsv (project, route, build
+seconds, build result, test seconds, pytest's last line) and OUT/<project>.log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Imports a built variant through kernels, names it as its package so that `import pkg` and
+# `from pkg.x import y` in the tests find it, then runs pytest with the remaining arguments.
+KERNELS_PYTEST = """
+import json, sys
+from pathlib import Path
+import kernels, pytest
+project = Path(sys.argv[1])
+module = kernels.get_local_kernel(project)
+name = json.loads((Path(module.__file__).parent / "metadata.json").read_text())["name"]
+name = name.replace("-", "_")
+prefix = module.__name__ + "."
+for key, value in list(sys.modules.items()):
+    if key.startswith(prefix):
+        sys.modules[name + "." + key[len(prefix):]] = value
+sys.modules[name] = module
+print("loaded through kernels:", module.__name__, "from", Path(module.__file__).parent, flush=True)
+sys.exit(pytest.main(sys.argv[2:]))
+"""
+
+
+def has_compiled_sources(project: Path) -> bool:
+    return any(project.rglob("*.cu")) or any(project.rglob("*.cpp"))
+
+
+def run(command: list[str], log, cwd: Path, env: dict[str, str], timeout: float) -> int:
+    log.write(f"$ {' '.join(command)}\n")
+    log.flush()
+    try:
+        return subprocess.run(
+            command,
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=timeout,
+            start_new_session=True,
+        ).returncode
+    except subprocess.TimeoutExpired:
+        log.write(f"\ntimed out after {timeout:.0f} s\n")
+        return 124
+
+
+def hub_repo_id(tests: Path) -> str | None:
+    pattern = re.compile(r"get_kernel\(\s*[\"']([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)[\"']")
+    for path in sorted(tests.rglob("*.py")) if tests.is_dir() else []:
+        found = pattern.search(path.read_text(errors="replace"))
+        if found:
+            return found.group(1)
+    return None
+
+
+def pytest_result(lines: list[str]) -> str:
+    """pytest's closing line, or, for a run stopped at its time limit, the outcomes so far."""
+    finals = [
+        line for line in lines if re.search(r"\d+ (passed|failed|errors?)\b|no tests ran", line)
+    ]
+    if finals:
+        return finals[-1].strip("= ")
+    progress = "".join(
+        match.group(1)
+        for line in lines
+        if (match := re.match(r"^([.sFExX]+)( +\[ *\d+%\])?$", line))
+    )
+    counts = {
+        name: progress.count(mark)
+        for mark, name in ((".", "passed"), ("F", "failed"), ("E", "errors"), ("s", "skipped"))
+    }
+    so_far = ", ".join(f"{count} {name}" for name, count in counts.items() if count)
+    return f"stopped at the time limit; so far {so_far or 'nothing'}"
+
+
+def one_project(spec: str, args: argparse.Namespace, jobs: int) -> str:
+    name, _, route = spec.partition(":")
+    source = args.corpus / name
+    work = Path(tempfile.mkdtemp(prefix="corpus-")) / name
+    shutil.copytree(source, work, symlinks=True)
+    repo_id = hub_repo_id(work / "tests")
+    if not route:
+        # Tests that load the kernel by its Hub id need the Hub layout, which kernels loads.
+        route = "pip" if has_compiled_sources(work) and not repo_id else "kernels"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["TORCH_CUDA_ARCH_LIST"] = args.arch_list
+    env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
+    env["MAX_JOBS"] = str(jobs)
+    python = sys.executable
+    with open(args.out / f"{name}.log", "w") as log:
+        start = time.monotonic()
+        built_elsewhere = args.built.get(name)
+        if built_elsewhere:
+            shutil.copytree(built_elsewhere, work / "build", dirs_exist_ok=True)
+            route, rc = "variant", 0
+        else:
+            generate = [python, "-m", "build2cmake", "generate-torch", str(work / "build.toml")]
+            rc = run(generate, log, work, env, 120)
+            if rc:
+                rc = run([*generate, "--force"], log, work, env, 120)
+            if rc == 0 and route == "pip":
+                install = [
+                    python,
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--no-build-isolation",
+                    "--no-deps",
+                    "-e",
+                    str(work),
+                    *(f"-Ccmake.define.{define}" for define in args.defines),
+                ]
+                rc = run(install, log, work, env, args.build_timeout)
+            elif rc == 0:
+                build = [
+                    python,
+                    "-m",
+                    "build2cmake",
+                    "build",
+                    str(work / "build.toml"),
+                    "-j",
+                    str(jobs),
+                    *(f"-D{define}" for define in args.defines),
+                ]
+                rc = run(build, log, work, env, args.build_timeout)
+        build_seconds = time.monotonic() - start
+        tests = work / "tests"
+        result, test_seconds = "-", 0.0
+        if rc == 0 and tests.is_dir():
+            start = time.monotonic()
+            pytest_args = [
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                *(["-x"] if args.first_failure else []),
+                str(tests),
+            ]
+            if route == "pip":
+                command = [python, "-m", "pytest", *pytest_args]
+            else:
+                if repo_id:
+                    env["LOCAL_KERNELS"] = f"{repo_id}={work}"
+                command = [python, "-c", KERNELS_PYTEST, str(work), *pytest_args]
+            run(command, log, work, env, args.test_timeout)
+            test_seconds = time.monotonic() - start
+            log.flush()
+            lines = (args.out / f"{name}.log").read_text(errors="replace").splitlines()
+            result = pytest_result(lines)
+        elif rc == 0:
+            # No tests: the package must at least import, with its ops registered.
+            if route == "pip":
+                package = next((work / "torch-ext").glob("*/__init__.py")).parent.name
+                check = [python, "-c", f"import {package} as p; print(p.__name__, dir(p.ops))"]
+            else:
+                check = [
+                    python,
+                    "-c",
+                    KERNELS_PYTEST.replace("sys.exit(pytest.main(sys.argv[2:]))", ""),
+                    str(work),
+                ]
+            result = (
+                "imported (no tests)" if run(check, log, work, env, 300) == 0 else "import FAILED"
+            )
+    line = "\t".join(
+        [
+            name,
+            route,
+            f"{build_seconds:.0f}",
+            "ok" if rc == 0 else f"FAILED ({rc})",
+            f"{test_seconds:.0f}",
+            result,
+        ]
+    )
+    with open(args.out / "summary.tsv", "a") as summary:
+        summary.write(line + "\n")
+    print(line, flush=True)
+    return line
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("corpus", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("projects", nargs="+")
+    parser.add_argument("--jobs", type=int, default=4, help="projects at once")
+    parser.add_argument("--arch-list", default="9.0a", help="TORCH_CUDA_ARCH_LIST (default 9.0a)")
+    parser.add_argument("--built", action="append", default=[], metavar="NAME=DIR")
+    parser.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a CMake definition for every build",
+    )
+    parser.add_argument("--build-timeout", type=float, default=900)
+    parser.add_argument("--test-timeout", type=float, default=300)
+    parser.add_argument("--first-failure", action="store_true", help="pytest -x")
+    args = parser.parse_args()
+    args.built = dict(entry.split("=", 1) for entry in args.built)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.tsv").write_text("project\troute\tbuild_s\tbuild\ttests_s\ttests\n")
+    compile_jobs = max(1, (os.cpu_count() or 1) // args.jobs)
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        list(pool.map(lambda spec: one_project(spec, args, compile_jobs), args.projects))
+
+
+if __name__ == "__main__":
+    main()
