@@ -40,18 +40,26 @@ REPO = Path(__file__).resolve().parent.parent
 # Imports a built variant through kernels, names it as its package so that `import pkg` and
 # `from pkg.x import y` in the tests find it, then runs pytest with the remaining arguments.
 KERNELS_PYTEST = """
-import json, sys
+import importlib, importlib.abc, importlib.util, json, sys
 from pathlib import Path
 import kernels, pytest
 project = Path(sys.argv[1])
 module = kernels.get_local_kernel(project)
 name = json.loads((Path(module.__file__).parent / "metadata.json").read_text())["name"]
 name = name.replace("-", "_")
-prefix = module.__name__ + "."
-for key, value in list(sys.modules.items()):
-    if key.startswith(prefix):
-        sys.modules[name + "." + key[len(prefix):]] = value
-sys.modules[name] = module
+
+class Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    # `name` and `name.x` are the modules kernels loaded as `module.__name__` and its `.x`.
+    def find_spec(self, fullname, path, target=None):
+        if fullname == name or fullname.startswith(name + "."):
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+    def create_module(self, spec):
+        return importlib.import_module(module.__name__ + spec.name[len(name):])
+    def exec_module(self, loaded):
+        pass
+
+sys.meta_path.insert(0, Alias())
 print("loaded through kernels:", module.__name__, "from", Path(module.__file__).parent, flush=True)
 sys.exit(pytest.main(sys.argv[2:]))
 """
