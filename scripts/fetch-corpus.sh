@@ -15,10 +15,9 @@
 #
 # Where ../shared/corpus/ beside the repository (or the folder BUILD2CMAKE_CORPUS_TARBALLS
 # names) holds these trees as tarballs (kernels-corpus.tar.xz: the first two; rocm-guide.tar.xz:
-# the last two), each is unpacked;
-# otherwise its repositories are fetched from GitHub at the commits pinned below. Both give the
-# same tree. DEST is filled in a folder beside it and renamed once complete, so it is whole or
-# absent; a DEST that already holds the four folders is kept as it is.
+# the last two), each is unpacked; otherwise its repositories are fetched from GitHub at the
+# commits pinned below. Both give the same tree. DEST is filled in a folder beside it and renamed
+# once complete, so it is whole or absent; a DEST that already holds the four folders is kept.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -58,8 +57,11 @@ fetch() {
   local git_dir=$work/git/${1//\//+}
   git init -q --bare "$git_dir"
   echo "fetch-corpus: fetching $1 at ${2:0:12}" >&2
-  if ! git --git-dir="$git_dir" fetch -q --depth 1 "https://github.com/$1.git" "$2"; then
-    git --git-dir="$git_dir" fetch -q "https://github.com/$1.git"  # the whole default branch
+  # The one commit; where a server does not serve a commit by its hash, the default branch.
+  if ! git --git-dir="$git_dir" fetch -q --depth 1 "https://github.com/$1.git" "$2" \
+      && ! git --git-dir="$git_dir" fetch -q "https://github.com/$1.git"; then
+    echo "fetch-corpus: cannot fetch $1 (without a network, put the tarballs in $tarballs)" >&2
+    exit 1
   fi
   git --git-dir="$git_dir" cat-file -e "$2^{commit}"
   echo "$git_dir"
