@@ -5,9 +5,10 @@ Run from the repository root (issue #45, "Big kernels"):
         [--capability 9.0a] [-D NAME=VALUE ...] [--jobs N] [--timeout SECONDS]
         [--json FILE] [--markdown FILE] [--top N]
 
-A PROJECT is a folder holding build.toml, or the name of one under --corpus (default: the five
-largest CUDA projects of huggingface/kernels-community). Each project is copied into a temporary
-folder and built there with `build2cmake build --backend BACKEND --force -j JOBS` (for cuda,
+A PROJECT is a folder holding build.toml, or the name of one under --corpus (default:
+$BUILD2CMAKE_CORPUS/kernels-community; default projects: its five largest CUDA ones). Each
+project is copied into a temporary folder and built there with `build2cmake build --backend
+BACKEND --force -j JOBS` (for cuda,
 `-D BUILD2CMAKE_CUDA_CAPABILITIES=CAP -D BUILD2CMAKE_CUDA_CAPABILITIES_OVERRIDE=ON`, one
 capability to keep the compile short), under a per-project timeout. Per project it reports:
 
@@ -64,7 +65,15 @@ sys.path.insert(0, str(REPO))
 from build2cmake.ground.errors import printable  # noqa: E402
 from build2cmake.toolchains.programs import ninja_program  # noqa: E402
 
-DEFAULT_CORPUS = Path("/work/corpus/kernels-community")
+# huggingface/kernels-community's projects, in the folder BUILD2CMAKE_CORPUS names (the one
+# scripts/fetch-corpus.sh fills); None when it is not set.
+CORPUS_SETTING = "BUILD2CMAKE_CORPUS"
+DEFAULT_CORPUS = (
+    Path(os.environ[CORPUS_SETTING]) / "kernels-community"
+    if os.environ.get(CORPUS_SETTING)
+    else None
+)
+NO_CORPUS = f"set {CORPUS_SETTING} to the folder `bash scripts/fetch-corpus.sh DIR` fills"
 DEFAULT_PROJECTS = ("layer-norm", "megablocks", "mamba-ssm", "flash-attn2", "sgl-flash-attn3")
 SAMPLE_SECONDS = 0.2
 
@@ -557,10 +566,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = markdown(merged, machine=args.machine or machine_description(), command=args.shown)
         print(text, end="")
         return 0
-    sources = [
-        Path(p) if (Path(p) / "build.toml").is_file() else args.corpus / p
-        for p in (args.projects or DEFAULT_PROJECTS)
-    ]
+    sources = []
+    for p in args.projects or DEFAULT_PROJECTS:
+        if (Path(p) / "build.toml").is_file():
+            sources.append(Path(p))
+        elif args.corpus is None:
+            parser.error(f"{printable(p)}: not a project folder; pass --corpus DIR, or {NO_CORPUS}")
+        else:
+            sources.append(args.corpus / p)
     for source in sources:
         if not (source / "build.toml").is_file():
             parser.error(f"{printable(str(source))}: no build.toml there")

@@ -55,7 +55,9 @@ from big_kernels import REPO, Report
 
 from build2cmake.ground.errors import printable
 
-DEFAULT_PROJECT = big_kernels.DEFAULT_CORPUS / "aiter-flash-attn-ck"
+DEFAULT_PROJECT = (
+    big_kernels.DEFAULT_CORPUS / "aiter-flash-attn-ck" if big_kernels.DEFAULT_CORPUS else None
+)
 CHROOT_SCRIPT = REPO / "scripts" / "rocm-chroot.sh"
 SHIM = REPO / "benchmarks" / "rocm_torch_shim"
 # instances/<family>_<traits>_<arch family>.hip; the dispatch tables (<family>_api.hip) are not
@@ -307,6 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.in_chroot:
         return run_inside(args)
+    if args.project is None:
+        parser.error(f"no project: pass --project DIR, or {big_kernels.NO_CORPUS}")
     if not (args.project / "build.toml").is_file():
         parser.error(f"{printable(str(args.project))}: no build.toml there")
     with tempfile.TemporaryDirectory(prefix="b2c-big-rocm-") as temporary:

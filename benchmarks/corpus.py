@@ -5,6 +5,9 @@
         [--only GLOB]... [--json FILE [--resume]] [--markdown FILE|-] [--logs DIR] [--keep]
         [--rocm-chroot]
 
+The ROOTs of the kernel corpus are $BUILD2CMAKE_CORPUS/kernels-community and
+$BUILD2CMAKE_CORPUS/kernel-builder-examples (scripts/fetch-corpus.sh fills that folder).
+
 A project is a folder holding a build.toml (folders inside a project are not searched further;
 a build.toml with Jinja placeholders, such as kernel-builder's `init` template, is a template and
 is skipped). Each project is copied to a temporary folder first (regular files, folders and

@@ -4,7 +4,8 @@
 #
 #   bash benchmarks/device_corpus.sh CORPUS_DIR OUT_DIR PROJECT...
 #
-# CORPUS_DIR holds copies of the projects (e.g. huggingface/kernels-community's folders). Each
+# CORPUS_DIR holds copies of the projects (e.g. $BUILD2CMAKE_CORPUS/kernels-community, which
+# scripts/fetch-corpus.sh fills with huggingface/kernels-community's folders). Each
 # project is copied to a temporary folder, generated, installed with
 # `pip install --no-build-isolation -e` (its tests import the package) or, for projects whose
 # tests load the Hub layout through `kernels`, built with `build2cmake build` and pointed at with

@@ -4,15 +4,16 @@ Run from the repository root (ROCm toolchain and torch installed, see scripts/se
     python benchmarks/hipify_corpus.py [--arch gfx90a] [--std c++20] [--jobs 2]
         [--isystem DIR]... ROOT...
 
-Each ROOT is searched for */build.toml (e.g. a clone of huggingface/kernels-community and
-huggingface/kernels/examples/kernels). For each kernel section with backend = "rocm" (or the
-older language = "cuda-hipify"), each .cu source is hipified with
-cmake_templates/rocm/build2cmake_hipify.py into a scratch folder, then compiled for --arch with the
-HIP compiler, the installed torch's include folders and the definitions and flags kernel-builder
-uses for HIP (USE_ROCM, ENABLE_FP8, -U__HIP_NO_HALF_*, -fno-gpu-rdc) plus cpp_extension's
-(__HIP_PLATFORM_AMD__, HIPBLAS_V2, CUDA_HAS_FP16) and the kernel's own hip-flags. Include folders
-are the ones the generated CMake passes: the hipified source's mirror folder, the mirrored
-include folders, then the original ones. Prints one Markdown row per kernel, then one per source.
+Each ROOT is searched for */build.toml (e.g. $BUILD2CMAKE_CORPUS/kernels-community and
+$BUILD2CMAKE_CORPUS/kernel-builder-examples, which scripts/fetch-corpus.sh fills). For each kernel
+section with backend = "rocm" (or the older language = "cuda-hipify"), each .cu source is hipified
+with cmake_templates/rocm/build2cmake_hipify.py into a scratch folder, then compiled for --arch
+with the HIP compiler, the installed torch's include folders and the definitions and flags
+kernel-builder uses for HIP (USE_ROCM, ENABLE_FP8, -U__HIP_NO_HALF_*, -fno-gpu-rdc) plus
+cpp_extension's (__HIP_PLATFORM_AMD__, HIPBLAS_V2, CUDA_HAS_FP16) and the kernel's own hip-flags.
+Include folders are the ones the generated CMake passes: the hipified source's mirror folder, the
+mirrored include folders, then the original ones. Prints one Markdown row per kernel, then one per
+source.
 
 --isystem adds headers the local ROCm lacks: Debian 12's ROCm 5.2 has no rocThrust/hipCUB (torch's
 complex.h needs <thrust/complex.h> in HIP code); benchmarks/rocm_torch_shim/ stands in for the

@@ -8,5 +8,4 @@ bash scripts/setup.sh
 "$PYTHON" -m ruff check .
 "$PYTHON" -m ruff format --check .
 "$PYTHON" -m mypy
-"$PYTHON" scripts/check_words.py
 "$PYTHON" -m pytest --durations=15 "$@"

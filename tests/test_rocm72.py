@@ -143,18 +143,9 @@ def test_build_compiles_in_the_toolchain_when_the_host_cannot_build_the_declared
     assert metadata["backend"] == {"type": "rocm", "archs": ["gfx90a", "gfx942"]}
 
 
-MIRRORS = Path(os.environ.get("B2C_MIRRORS", "/work/.mirror"))
-GUIDE = MIRRORS / "Abdennacer-Badaoui+Build_RadeonFlow_Kernels" / "repo"
-ROCWMMA = MIRRORS / "ROCm+rocWMMA" / "repo"
-
-
-def _git_archive(repository: Path, path: str, into: Path) -> None:
-    into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(
-        ["git", "--git-dir", str(repository), "archive", "HEAD", path],
-        capture_output=True, check=True,
-    )  # fmt: skip
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+# The folder scripts/fetch-corpus.sh fills: the guide's project (Build_RadeonFlow_Kernels/gemm)
+# and ROCm/rocWMMA's headers (rocwmma/include).
+GUIDE_SETTING = "BUILD2CMAKE_ROCM_GUIDE"
 
 
 @pytest.mark.parametrize(
@@ -167,18 +158,24 @@ def test_the_rocm_guides_project_builds_with_rocwmma_headers_from_a_named_folder
     toolchains have only in part (Debian experimental's librocwmma-dev lacks rocwmma/internal/):
     the variant builds once a folder of complete headers is named (BUILD2CMAKE_INCLUDE_DIRS),
     mounted read-only into the toolchain, and fails without it, the log naming the fix."""
+    if not os.environ.get(GUIDE_SETTING):
+        pytest.skip(
+            f"needs the ROCm guide's project and rocWMMA's headers: set {GUIDE_SETTING} to the "
+            "folder `bash scripts/fetch-corpus.sh DIR` fills"
+        )
+    inputs = Path(os.environ[GUIDE_SETTING])
+    guide = inputs / "Build_RadeonFlow_Kernels" / "gemm"
+    assert (guide / "build.toml").is_file(), (
+        f"{GUIDE_SETTING}={inputs} holds no {guide}/build.toml (scripts/fetch-corpus.sh fills it)"
+    )
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("building in the toolchains needs root on Linux and unshare")
-    if not (GUIDE / "HEAD").is_file() or not (ROCWMMA / "HEAD").is_file():
-        pytest.skip(f"needs the mirrors of the guide's project and rocWMMA under {MIRRORS}")
     try:
         installed = store.find(toolchain)
     except Build2CMakeError as error:
         pytest.skip(str(error))
-    _git_archive(GUIDE, "gemm", tmp_path)
-    headers = Path(os.environ.get("B2C_ROCWMMA_INCLUDE") or tmp_path / "library" / "include")
-    if "B2C_ROCWMMA_INCLUDE" not in os.environ:
-        _git_archive(ROCWMMA, "library/include", tmp_path)
+    shutil.copytree(guide, tmp_path / "gemm", symlinks=True)
+    headers = Path(os.environ.get("B2C_ROCWMMA_INCLUDE") or inputs / "rocwmma" / "include")
     if installed.release >= (7, 0) and not (headers / "rocwmma/internal/io_scheduler.hpp").exists():
         pytest.skip(
             f"the rocWMMA at {headers} predates ROCm 7 (ROCm/rocWMMA's last commit, 2024-10, is "
