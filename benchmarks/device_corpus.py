@@ -127,7 +127,7 @@ def one_project(spec: str, args: argparse.Namespace, jobs: int) -> str:
         route = "pip" if has_compiled_sources(work) and not repo_id else "kernels"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["TORCH_CUDA_ARCH_LIST"] = args.arch_list
+    env["TORCH_CUDA_ARCH_LIST"] = args.arch_list  # empty: build.toml's own capabilities
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
     env["MAX_JOBS"] = str(jobs)
     python = sys.executable
@@ -228,7 +228,11 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("projects", nargs="+")
     parser.add_argument("--jobs", type=int, default=4, help="projects at once")
-    parser.add_argument("--arch-list", default="9.0a", help="TORCH_CUDA_ARCH_LIST (default 9.0a)")
+    parser.add_argument(
+        "--arch-list",
+        default="9.0a",
+        help="TORCH_CUDA_ARCH_LIST (default 9.0a; '' for build.toml's own)",
+    )
     parser.add_argument("--built", action="append", default=[], metavar="NAME=DIR")
     parser.add_argument(
         "-D",
@@ -238,6 +242,12 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="a CMake definition for every build",
     )
+    parser.add_argument(
+        "--cores",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="cores the builds share (default: all)",
+    )
     parser.add_argument("--build-timeout", type=float, default=900)
     parser.add_argument("--test-timeout", type=float, default=300)
     parser.add_argument("--first-failure", action="store_true", help="pytest -x")
@@ -245,7 +255,7 @@ def main() -> None:
     args.built = dict(entry.split("=", 1) for entry in args.built)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.tsv").write_text("project\troute\tbuild_s\tbuild\ttests_s\ttests\n")
-    compile_jobs = max(1, (os.cpu_count() or 1) // args.jobs)
+    compile_jobs = max(1, args.cores // args.jobs)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         list(pool.map(lambda spec: one_project(spec, args, compile_jobs), args.projects))
 
