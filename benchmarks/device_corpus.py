@@ -177,6 +177,7 @@ def one_project(spec: str, args: argparse.Namespace, jobs: int) -> str:
                 "-q",
                 "-p",
                 "no:cacheprovider",
+                "--continue-on-collection-errors",
                 *(["-x"] if args.first_failure else []),
                 str(tests),
             ]
