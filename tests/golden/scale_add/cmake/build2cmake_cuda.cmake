@@ -182,9 +182,7 @@ endfunction()
 # The GPUs this build is for, when narrowed: TORCH_CUDA_ARCH_LIST
 # (see build2cmake_gpu_targets.cmake).
 include("${CMAKE_CURRENT_LIST_DIR}/build2cmake_gpu_targets.cmake")
-build2cmake_gpu_target_list(BUILD2CMAKE_CUDA_TARGETS _b2c_cuda_targets_origin
-  TORCH_CUDA_ARCH_LIST "0-9a-zA-Z.+" "^[0-9]+\\.[0-9][af]?(\\+PTX)?$" "a CUDA capability"
-  "expected capabilities such as 8.0, 9.0a, 10.0f or 8.9+PTX, separated by ';' or spaces (torch's names, e.g. Hopper, are not read here: write the numbers)")
+build2cmake_torch_cuda_arch_list(BUILD2CMAKE_CUDA_TARGETS _b2c_cuda_targets_origin)
 if(_b2c_cuda_targets_origin)
   list(JOIN BUILD2CMAKE_CUDA_TARGETS ";" _b2c_shown)
   if(BUILD2CMAKE_CUDA_TARGETS)

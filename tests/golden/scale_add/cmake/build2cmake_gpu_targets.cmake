@@ -46,6 +46,20 @@ function(build2cmake_gpu_target_list out out_origin variable characters entry wh
   set(${out_origin} "${origin}" PARENT_SCOPE)
 endfunction()
 
+# TORCH_CUDA_ARCH_LIST: CUDA capabilities, as cuda-capabilities writes them.
+macro(build2cmake_torch_cuda_arch_list out out_origin)
+  build2cmake_gpu_target_list(${out} ${out_origin} TORCH_CUDA_ARCH_LIST "0-9a-zA-Z.+"
+    "^[0-9]+\\.[0-9][af]?(\\+PTX)?$" "a CUDA capability"
+    "expected capabilities such as 8.0, 9.0a, 10.0f or 8.9+PTX, separated by ';' or spaces (torch's names, e.g. Hopper, are not read here: write the numbers)")
+endmacro()
+
+# PYTORCH_ROCM_ARCH: AMD GPU processors, each with optional target features.
+macro(build2cmake_pytorch_rocm_arch out out_origin)
+  build2cmake_gpu_target_list(${out} ${out_origin} PYTORCH_ROCM_ARCH "0-9a-zA-Z:+-"
+    "^gfx[0-9a-f]+(:(sramecc|xnack)[+-])*$" "an AMD GPU architecture"
+    "expected architectures such as gfx90a, gfx942 or gfx90a:xnack- (target features sramecc and xnack, each + or -), separated by ';' or spaces")
+endmacro()
+
 # The capabilities of `capabilities` (a kernel's list) that serve the GPUs of `targets`, the
 # loose intersection kernel-builder makes:
 # - an arch-specific (9.0a) or family (10.0f) capability is kept when its base (9.0, 10.0) is a

@@ -138,10 +138,7 @@ set(BUILD2CMAKE_ROCM_DEFAULT_ARCHS
 # The GPUs this build is for, when narrowed: PYTORCH_ROCM_ARCH
 # (see build2cmake_gpu_targets.cmake).
 include("${CMAKE_CURRENT_LIST_DIR}/build2cmake_gpu_targets.cmake")
-build2cmake_gpu_target_list(BUILD2CMAKE_ROCM_TARGETS _b2c_rocm_targets_origin
-  PYTORCH_ROCM_ARCH "0-9a-zA-Z:+-" "^gfx[0-9a-f]+(:(sramecc|xnack)[+-])*$"
-  "an AMD GPU architecture"
-  "expected architectures such as gfx90a, gfx942 or gfx90a:xnack- (target features sramecc and xnack, each + or -), separated by ';' or spaces")
+build2cmake_pytorch_rocm_arch(BUILD2CMAKE_ROCM_TARGETS _b2c_rocm_targets_origin)
 if(_b2c_rocm_targets_origin)
   list(JOIN BUILD2CMAKE_ROCM_TARGETS ";" _b2c_shown)
   if(BUILD2CMAKE_ROCM_TARGETS)
