@@ -27,6 +27,7 @@ GENERATED = [
     "cmake/build2cmake_cpu.cmake",
     "cmake/build2cmake_cuda.cmake",
     "cmake/build2cmake_find_rocm.cmake",
+    "cmake/build2cmake_gpu_targets.cmake",
     "cmake/build2cmake_rocm.cmake",
     "cmake/build2cmake_schedule.py",
     "cmake/build2cmake_torch.cmake",

@@ -20,6 +20,7 @@ import jinja2
 from build2cmake.config import loader_rules
 from build2cmake.config.model import Project
 from build2cmake.generate.fileset import FileSet
+from build2cmake.generate.shared_sources import backend_layout
 
 # Where generated projects put their CMake build (pyproject's build-dir; clean removes it).
 BUILD_DIR = "build/cmake"
@@ -32,6 +33,9 @@ METADATA_PROVIDER = f"{METADATA_PROVIDER_FOLDER}/build2cmake_metadata.py"
 # the build-time script that hipifies them.
 HIPIFY_FILES = ("rocm/build2cmake_hipify.py",)
 CUDA_SOURCE_SUFFIXES = (".cu", ".cuh")
+# Copied as it is into cmake/ when a GPU backend is built: the GPU list a build is narrowed to
+# (TORCH_CUDA_ARCH_LIST, PYTORCH_ROCM_ARCH) and the rules narrowing each kernel's list to it.
+GPU_TARGETS_MODULE = "common/build2cmake_gpu_targets.cmake"
 
 
 def needs_hipify(project: Project) -> bool:
@@ -88,6 +92,7 @@ def environment() -> jinja2.Environment:
     env.filters["cmake_flag"] = cmake_flag
     env.filters["toml_str"] = toml_str
     env.filters["py_str"] = py_str
+    env.filters["comment_safe"] = comment_safe
     return env
 
 
@@ -198,6 +203,9 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
             for b, deps in project.backend_python_depends
             if b in buildable
         ],
+        # Each backend's kernel sources: what each kernel compiles itself, and the sources
+        # several kernels list, compiled once for all of them (shared_sources.py).
+        "layouts": {b: backend_layout(project, b) for b in buildable},
         "stable_abi_min": _stable_abi_min(project, buildable),
         "stable_abi": [
             (b, project.torch.stable_abi_for(b))
@@ -248,6 +256,8 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
         # A static module (no template): ROCm discovery, which doctor also runs (cmake -P).
         static = rocm_discovery_module().read_text(encoding="utf-8")
         files.add("cmake/build2cmake_find_rocm.cmake", f"# {header}\n{static}")
+    if {"cuda", "rocm"} & set(buildable):
+        files.add("cmake/build2cmake_gpu_targets.cmake", copied(GPU_TARGETS_MODULE))
     files.add("cmake/build2cmake_build_dir.cmake", copied("common/build2cmake_build_dir.cmake"))
     # Static: the compile order and the cores (build2cmake_torch.cmake runs it).
     files.add("cmake/build2cmake_schedule.py", copied("common/build2cmake_schedule.py"))

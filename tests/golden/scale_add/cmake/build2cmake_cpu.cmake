@@ -4,10 +4,24 @@
 
 include_guard(GLOBAL)
 
-# A kernel for the cpu backend: plain C++ sources.
+# What a cpu kernel records for the sources it shares (build2cmake_record_kernel).
+set(BUILD2CMAKE_KERNEL_SETTINGS DEPENDS INCLUDES CXX_FLAGS)
+
+# A kernel for the cpu backend: plain C++ sources; those no other kernel lists are compiled here.
 function(build2cmake_add_cpu_kernel extension target)
   cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "SOURCES;INCLUDES;DEPENDS;CXX_FLAGS")
+  build2cmake_record_kernel(${target} DEPENDS ${arg_DEPENDS} INCLUDES ${arg_INCLUDES}
+    CXX_FLAGS ${arg_CXX_FLAGS})
+  build2cmake_cpu_unit(${extension} ${target} KERNELS ${target} SOURCES ${arg_SOURCES})
+endfunction()
+
+# One object library: `target`'s sources, compiled with the union of what the kernels named
+# after KERNELS recorded (one kernel's own sources, or sources several kernels list: see
+# build2cmake_union_kernels). CONFLICTS: warnings the generator found for shared sources.
+function(build2cmake_cpu_unit extension target)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "KERNELS;SOURCES;CONFLICTS")
+  build2cmake_union_kernels(unit ${target} KERNELS ${arg_KERNELS} CONFLICTS ${arg_CONFLICTS})
   build2cmake_kernel_library(${target} compiled ${arg_SOURCES})
   build2cmake_kernel_common(${extension} ${target}
-    DEPENDS ${arg_DEPENDS} INCLUDES ${arg_INCLUDES} CXX_FLAGS ${arg_CXX_FLAGS})
+    DEPENDS ${unit_DEPENDS} INCLUDES ${unit_INCLUDES} CXX_FLAGS ${unit_CXX_FLAGS})
 endfunction()

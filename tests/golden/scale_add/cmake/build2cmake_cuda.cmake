@@ -179,9 +179,25 @@ print(os.path.join(os.path.dirname(cutlass_library.__file__), "source"), end="")
   endif()
 endfunction()
 
+# The GPUs this build is for, when narrowed: TORCH_CUDA_ARCH_LIST
+# (see build2cmake_gpu_targets.cmake).
+include("${CMAKE_CURRENT_LIST_DIR}/build2cmake_gpu_targets.cmake")
+build2cmake_torch_cuda_arch_list(BUILD2CMAKE_CUDA_TARGETS _b2c_cuda_targets_origin)
+if(_b2c_cuda_targets_origin)
+  list(JOIN BUILD2CMAKE_CUDA_TARGETS ";" _b2c_shown)
+  if(BUILD2CMAKE_CUDA_TARGETS)
+    message(STATUS "build2cmake: ${_b2c_cuda_targets_origin} is ${_b2c_shown}: each kernel "
+      "compiles for the capabilities of its list that serve those GPUs")
+  else()
+    message(STATUS "build2cmake: ${_b2c_cuda_targets_origin} is empty: no narrowing")
+  endif()
+endif()
+
 # The capabilities `target` is compiled for: its cuda-capabilities (or the default), replaced
-# by BUILD2CMAKE_CUDA_CAPABILITIES when BUILD2CMAKE_CUDA_CAPABILITIES_OVERRIDE is on, then
-# intersected with what nvcc supports. Each dropped capability is named; none left is an error.
+# by BUILD2CMAKE_CUDA_CAPABILITIES when BUILD2CMAKE_CUDA_CAPABILITIES_OVERRIDE is on, narrowed to
+# TORCH_CUDA_ARCH_LIST when set (none left: the kernel is left out, in one line, and ${out} is
+# empty), then intersected with what nvcc supports. Each dropped capability is named; none
+# that nvcc can compile is an error.
 function(_build2cmake_cuda_capabilities target out)
   set(capabilities ${ARGN})
   set(origin "cuda-capabilities")
@@ -191,6 +207,19 @@ function(_build2cmake_cuda_capabilities target out)
   elseif(NOT capabilities)
     _build2cmake_default_cuda_capabilities(capabilities)
     set(origin "default capabilities (no cuda-capabilities)")
+  endif()
+  if(BUILD2CMAKE_CUDA_TARGETS)
+    build2cmake_cuda_loose_intersection(narrowed "${capabilities}" "${BUILD2CMAKE_CUDA_TARGETS}")
+    if(NOT narrowed)
+      list(JOIN capabilities ", " wanted)
+      list(JOIN BUILD2CMAKE_CUDA_TARGETS ", " targets)
+      message(STATUS "build2cmake: ${target} is left out: none of its ${origin} (${wanted}) "
+        "serves ${_b2c_cuda_targets_origin} (${targets}); the ops that call into it are "
+        "missing from this build")
+      set(${out} "" PARENT_SCOPE)
+      return()
+    endif()
+    set(capabilities ${narrowed})
   endif()
   set(kept)
   foreach(capability IN LISTS capabilities)
@@ -220,9 +249,12 @@ function(_build2cmake_cuda_capabilities target out)
   set(${out} ${kept} PARENT_SCOPE)
 endfunction()
 
-# A kernel for the cuda backend. Each .cu source gets one -gencode per capability of *this*
-# kernel: SASS for "8.0" or "9.0a", plus PTX for "8.9+PTX". With cuda-minver above the toolkit's
-# version the kernel is left out, as kernel-builder does.
+# What a cuda kernel records for the sources it shares (build2cmake_record_kernel).
+set(BUILD2CMAKE_KERNEL_SETTINGS CAPABILITIES DEPENDS INCLUDES CXX_FLAGS CUDA_FLAGS)
+
+# A kernel for the cuda backend. With cuda-minver above the toolkit's version, or no capability
+# serving TORCH_CUDA_ARCH_LIST, the kernel is left out, as kernel-builder does. Its sources that
+# no other kernel lists are compiled here (see build2cmake_cuda_unit).
 function(build2cmake_add_cuda_kernel extension target)
   cmake_parse_arguments(PARSE_ARGV 2 arg "" "MINVER"
     "CAPABILITIES;SOURCES;INCLUDES;DEPENDS;CXX_FLAGS;CUDA_FLAGS")
@@ -232,6 +264,26 @@ function(build2cmake_add_cuda_kernel extension target)
     return()
   endif()
   _build2cmake_cuda_capabilities(${target} capabilities ${arg_CAPABILITIES})
+  if(NOT capabilities)
+    return()
+  endif()
+  build2cmake_record_kernel(${target} CAPABILITIES ${capabilities} DEPENDS ${arg_DEPENDS}
+    INCLUDES ${arg_INCLUDES} CXX_FLAGS ${arg_CXX_FLAGS} CUDA_FLAGS ${arg_CUDA_FLAGS})
+  build2cmake_cuda_unit(${extension} ${target} KERNELS ${target} SOURCES ${arg_SOURCES})
+endfunction()
+
+# One object library: `target`'s sources, compiled for the union of what the kernels named after
+# KERNELS recorded (one kernel's own sources, or sources several kernels list: see
+# build2cmake_union_kernels). CONFLICTS: warnings the generator found for shared sources.
+# Each .cu source gets one -gencode per capability: SASS for "8.0" or "9.0a", plus PTX for
+# "8.9+PTX".
+function(build2cmake_cuda_unit extension target)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "KERNELS;SOURCES;CONFLICTS")
+  build2cmake_union_kernels(unit ${target} KERNELS ${arg_KERNELS} CONFLICTS ${arg_CONFLICTS})
+  if(NOT unit_KERNELS)
+    return()
+  endif()
+  set(capabilities ${unit_CAPABILITIES})
   set(gencode)
   foreach(capability IN LISTS capabilities)
     string(REGEX MATCH "^([0-9]+)\\.([0-9])([af]?)(\\+PTX)?$" parsed "${capability}")
@@ -255,14 +307,22 @@ function(build2cmake_add_cuda_kernel extension target)
 
   build2cmake_kernel_library(${target} compiled ${arg_SOURCES})
   build2cmake_kernel_common(${extension} ${target}
-    DEPENDS ${arg_DEPENDS} INCLUDES ${arg_INCLUDES} CXX_FLAGS ${arg_CXX_FLAGS})
+    DEPENDS ${unit_DEPENDS} INCLUDES ${unit_INCLUDES} CXX_FLAGS ${unit_CXX_FLAGS})
   if(compiled)
     target_compile_options(${target} PRIVATE
-      "$<$<COMPILE_LANGUAGE:CUDA>:${gencode};${BUILD2CMAKE_CUDA_NVCC_FLAGS};${arg_CUDA_FLAGS}>")
+      "$<$<COMPILE_LANGUAGE:CUDA>:${gencode};${BUILD2CMAKE_CUDA_NVCC_FLAGS};${unit_CUDA_FLAGS}>")
     target_link_libraries(${target} PRIVATE CUDA::cudart)
     set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES OFF
       CUDA_STANDARD ${BUILD2CMAKE_STANDARD} JOB_POOL_COMPILE build2cmake_cuda)
     set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_GPU_ARCHS ${capabilities})
-    message(STATUS "build2cmake: ${target} compiles CUDA for ${capabilities}")
+    list(JOIN capabilities ", " shown)
+    if(arg_KERNELS STREQUAL target)
+      message(STATUS "build2cmake: ${target} compiles CUDA for ${shown}")
+    else()
+      list(JOIN arg_KERNELS ", " listed)
+      list(JOIN unit_KERNELS ", " built)
+      message(STATUS "build2cmake: ${target}, the sources ${listed} list, compiles once, "
+        "CUDA for ${shown} (for ${built})")
+    endif()
   endif()
 endfunction()

@@ -135,9 +135,25 @@ option(BUILD2CMAKE_ROCM_ARCHS_OVERRIDE
 set(BUILD2CMAKE_ROCM_DEFAULT_ARCHS
   gfx906 gfx908 gfx90a gfx942 gfx950 gfx1030 gfx1100 gfx1101 gfx1200 gfx1201)
 
-# The archs `target` is compiled for: its rocm-archs (or the default), limited or replaced by
-# BUILD2CMAKE_ROCM_ARCHS, then intersected with what the HIP compiler supports. Each dropped
-# arch is named; no arch left is an error.
+# The GPUs this build is for, when narrowed: PYTORCH_ROCM_ARCH
+# (see build2cmake_gpu_targets.cmake).
+include("${CMAKE_CURRENT_LIST_DIR}/build2cmake_gpu_targets.cmake")
+build2cmake_pytorch_rocm_arch(BUILD2CMAKE_ROCM_TARGETS _b2c_rocm_targets_origin)
+if(_b2c_rocm_targets_origin)
+  list(JOIN BUILD2CMAKE_ROCM_TARGETS ";" _b2c_shown)
+  if(BUILD2CMAKE_ROCM_TARGETS)
+    message(STATUS "build2cmake: ${_b2c_rocm_targets_origin} is ${_b2c_shown}: each kernel "
+      "compiles for the archs of its list among those")
+  else()
+    message(STATUS "build2cmake: ${_b2c_rocm_targets_origin} is empty: no narrowing")
+  endif()
+endif()
+
+# The archs `target` is compiled for: its rocm-archs (or the default), replaced by
+# BUILD2CMAKE_ROCM_ARCHS with BUILD2CMAKE_ROCM_ARCHS_OVERRIDE, narrowed to BUILD2CMAKE_ROCM_ARCHS
+# (without the override) and PYTORCH_ROCM_ARCH, then intersected with what the HIP compiler
+# supports. A kernel the narrowing leaves with nothing is left out, in one line (${out} empty);
+# each arch the compiler cannot build is named, and none left of those is an error.
 function(_build2cmake_rocm_archs target out)
   set(archs ${ARGN})
   set(origin "rocm-archs")
@@ -145,17 +161,32 @@ function(_build2cmake_rocm_archs target out)
     set(archs ${BUILD2CMAKE_ROCM_DEFAULT_ARCHS})
     set(origin "the default archs (no rocm-archs)")
   endif()
+  set(narrowing)
   if(BUILD2CMAKE_ROCM_ARCHS AND BUILD2CMAKE_ROCM_ARCHS_OVERRIDE)
     set(archs ${BUILD2CMAKE_ROCM_ARCHS})
     set(origin "BUILD2CMAKE_ROCM_ARCHS")
   elseif(BUILD2CMAKE_ROCM_ARCHS)
-    string(REPLACE ";" "|" keep "${BUILD2CMAKE_ROCM_ARCHS}")
-    list(FILTER archs INCLUDE REGEX "^(${keep})(:.*)?$")
-    if(NOT archs)
-      message(FATAL_ERROR "build2cmake: BUILD2CMAKE_ROCM_ARCHS=${BUILD2CMAKE_ROCM_ARCHS} leaves "
-        "${target} with no architecture to compile for (its ${origin}: ${ARGN}).")
-    endif()
+    list(APPEND narrowing BUILD2CMAKE_ROCM_ARCHS)
   endif()
+  if(BUILD2CMAKE_ROCM_TARGETS)
+    list(APPEND narrowing BUILD2CMAKE_ROCM_TARGETS)
+  endif()
+  foreach(list_name IN LISTS narrowing)
+    build2cmake_rocm_intersection(narrowed "${archs}" "${${list_name}}")
+    if(NOT narrowed)
+      list(JOIN archs ", " wanted)
+      list(JOIN ${list_name} ", " targets)
+      set(name "${list_name}")
+      if(list_name STREQUAL "BUILD2CMAKE_ROCM_TARGETS")
+        set(name "${_b2c_rocm_targets_origin}")
+      endif()
+      message(STATUS "build2cmake: ${target} is left out: none of its ${origin} (${wanted}) "
+        "is among ${name} (${targets}); the ops that call into it are missing from this build")
+      set(${out} "" PARENT_SCOPE)
+      return()
+    endif()
+    set(archs ${narrowed})
+  endforeach()
   set(kept)
   foreach(arch IN LISTS archs)
     string(REGEX REPLACE ":.*" "" processor "${arch}")
@@ -222,39 +253,70 @@ function(_build2cmake_hipify target out)
   set(${out} ${result} PARENT_SCOPE)
 endfunction()
 
-# A kernel for the rocm backend. HIP sources (.hip, and .cu after hipify) get one --offload-arch
-# per arch of *this* kernel, so each kernel carries code objects for its own archs only; .cpp
-# sources are host C++ that may call HIP; headers are not compiled.
+# What a rocm kernel records for the sources it shares (build2cmake_record_kernel).
+set(BUILD2CMAKE_KERNEL_SETTINGS ARCHS DEPENDS INCLUDES CXX_FLAGS HIP_FLAGS)
+
+# A kernel for the rocm backend; left out when the arch lists leave it nothing. Its sources that
+# no other kernel lists are compiled here (see build2cmake_rocm_unit).
 function(build2cmake_add_rocm_kernel extension target)
   cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "ARCHS;SOURCES;INCLUDES;DEPENDS;CXX_FLAGS;HIP_FLAGS")
   _build2cmake_rocm_archs(${target} archs ${arg_ARCHS})
+  if(NOT archs)
+    return()
+  endif()
+  build2cmake_record_kernel(${target} ARCHS ${archs} DEPENDS ${arg_DEPENDS}
+    INCLUDES ${arg_INCLUDES} CXX_FLAGS ${arg_CXX_FLAGS} HIP_FLAGS ${arg_HIP_FLAGS})
+  build2cmake_rocm_unit(${extension} ${target} KERNELS ${target} SOURCES ${arg_SOURCES})
+endfunction()
+
+# One object library: `target`'s sources, compiled for the union of what the kernels named after
+# KERNELS recorded (one kernel's own sources, or sources several kernels list: see
+# build2cmake_union_kernels). CONFLICTS: warnings the generator found for shared sources.
+# HIP sources (.hip, and .cu after hipify) get one --offload-arch per arch, so each library
+# carries code objects for its kernels' archs only; .cpp sources are host C++ that may call HIP;
+# headers are not compiled.
+function(build2cmake_rocm_unit extension target)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "KERNELS;SOURCES;CONFLICTS")
+  build2cmake_union_kernels(unit ${target} KERNELS ${arg_KERNELS} CONFLICTS ${arg_CONFLICTS})
+  if(NOT unit_KERNELS)
+    return()
+  endif()
+  set(archs ${unit_ARCHS})
   list(TRANSFORM archs PREPEND "--offload-arch=" OUTPUT_VARIABLE arch_flags)
-  _build2cmake_hipify(${target} sources SOURCES ${arg_SOURCES} INCLUDES ${arg_INCLUDES})
-  set(includes ${arg_INCLUDES})
+  _build2cmake_hipify(${target} sources SOURCES ${arg_SOURCES} INCLUDES ${unit_INCLUDES})
+  set(includes ${unit_INCLUDES})
   if(NOT sources STREQUAL arg_SOURCES)
     # Hipified sources include hipified headers first (their mirror folders), then the originals.
     set(includes)
-    foreach(include IN LISTS arg_INCLUDES)
+    foreach(include IN LISTS unit_INCLUDES)
       file(RELATIVE_PATH relative "${BUILD2CMAKE_PROJECT_DIR}" "${CMAKE_CURRENT_SOURCE_DIR}/${include}")
       list(APPEND includes "${CMAKE_BINARY_DIR}/hipified/${relative}")
     endforeach()
-    list(APPEND includes ${arg_INCLUDES})
+    list(APPEND includes ${unit_INCLUDES})
   endif()
   build2cmake_kernel_library(${target} compiled ${sources})
   build2cmake_kernel_common(${extension} ${target}
-    DEPENDS ${arg_DEPENDS} INCLUDES ${includes} CXX_FLAGS ${arg_CXX_FLAGS})
+    DEPENDS ${unit_DEPENDS} INCLUDES ${includes} CXX_FLAGS ${unit_CXX_FLAGS})
   if(compiled)
     target_compile_definitions(${target} PRIVATE ${BUILD2CMAKE_ROCM_DEFINITIONS}
       "$<$<COMPILE_LANGUAGE:HIP>:${BUILD2CMAKE_ROCM_HIP_DEFINITIONS}>")
     target_compile_options(${target} PRIVATE
-      "$<$<COMPILE_LANGUAGE:HIP>:${arch_flags};${BUILD2CMAKE_ROCM_HIP_OPTIONS};${BUILD2CMAKE_ROCM_OFFLOAD_FLAGS};${arg_HIP_FLAGS}>")
+      "$<$<COMPILE_LANGUAGE:HIP>:${arch_flags};${BUILD2CMAKE_ROCM_HIP_OPTIONS};${BUILD2CMAKE_ROCM_OFFLOAD_FLAGS};${unit_HIP_FLAGS}>")
     target_link_libraries(${target} PRIVATE hip::host)
     set_target_properties(${target} PROPERTIES HIP_ARCHITECTURES OFF
       HIP_STANDARD ${BUILD2CMAKE_HIP_STANDARD} JOB_POOL_COMPILE build2cmake_hip)
     set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_GPU_ARCHS ${archs})
-    message(STATUS "build2cmake: ${target} compiles HIP for ${archs}")
+    list(JOIN archs ", " shown)
+    if(arg_KERNELS STREQUAL target)
+      message(STATUS "build2cmake: ${target} compiles HIP for ${shown}")
+    else()
+      list(JOIN arg_KERNELS ", " listed)
+      list(JOIN unit_KERNELS ", " built)
+      message(STATUS "build2cmake: ${target}, the sources ${listed} list, compiles once, "
+        "HIP for ${shown} (for ${built})")
+    endif()
     _build2cmake_check_rocm_libraries(${target} SOURCES ${arg_SOURCES}
-      INCLUDES ${arg_INCLUDES} DEPENDS ${arg_DEPENDS})
+      INCLUDES ${unit_INCLUDES} DEPENDS ${unit_DEPENDS})
   endif()
 endfunction()
 

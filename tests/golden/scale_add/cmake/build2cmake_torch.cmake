@@ -898,7 +898,8 @@ function(build2cmake_kernel_library target out_sources)
     add_library(${target} OBJECT ${compiled})
   else()
     add_library(${target} INTERFACE)
-    message(STATUS "build2cmake: ${target} lists only headers; nothing to compile")
+    message(STATUS "build2cmake: ${target} compiles no source of its own (it lists only headers, "
+      "or sources other kernels list too, compiled once for all of them)")
   endif()
   set(${out_sources} ${compiled} PARENT_SCOPE)
 endfunction()
@@ -935,6 +936,59 @@ function(build2cmake_kernel_common extension target)
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON
     CXX_STANDARD ${BUILD2CMAKE_STANDARD})
   target_link_libraries(${extension} PRIVATE ${target})
+endfunction()
+
+# A source several kernels list is compiled once per extension, for all of them (see
+# generate/shared_sources.py, which groups the sources): each kernel records what its compiles
+# ask for (its keywords: capabilities or archs, flags, include folders, dependencies) once it is
+# part of the build, and a unit of shared sources takes the union of what its kernels recorded.
+function(build2cmake_record_kernel target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "${BUILD2CMAKE_KERNEL_SETTINGS}")
+  set_property(GLOBAL PROPERTY _b2c_built_${target} TRUE)
+  foreach(key IN LISTS BUILD2CMAKE_KERNEL_SETTINGS)
+    set_property(GLOBAL PROPERTY _b2c_${target}_${key} "${arg_${key}}")
+  endforeach()
+endfunction()
+
+# For the unit `target` of sources that the kernels named after KERNELS list: sets
+# ${prefix}_KERNELS to those of them that are part of the build (a kernel its cuda-minver or an
+# arch list left out is not; none: the unit is left out too, in one line), and ${prefix}_<key>
+# to the union of what they recorded, in their order: each value once, the first kept (as CMake
+# keeps a target's repeated options). CONFLICTS: warnings (macros the kernels define
+# differently), printed when two or more of the kernels are built.
+function(build2cmake_union_kernels prefix target)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "KERNELS;CONFLICTS")
+  set(built)
+  foreach(key IN LISTS BUILD2CMAKE_KERNEL_SETTINGS)
+    set(union_${key})
+  endforeach()
+  foreach(kernel IN LISTS arg_KERNELS)
+    get_property(is_built GLOBAL PROPERTY _b2c_built_${kernel})
+    if(NOT is_built)
+      continue()
+    endif()
+    list(APPEND built ${kernel})
+    foreach(key IN LISTS BUILD2CMAKE_KERNEL_SETTINGS)
+      get_property(values GLOBAL PROPERTY _b2c_${kernel}_${key})
+      list(APPEND union_${key} ${values})
+    endforeach()
+  endforeach()
+  list(LENGTH built count)
+  if(count EQUAL 0)
+    list(JOIN arg_KERNELS ", " kernels)
+    message(STATUS "build2cmake: ${target}, the sources ${kernels} share, is left out with them")
+  elseif(count GREATER 1)
+    foreach(conflict IN LISTS arg_CONFLICTS)
+      message(WARNING "build2cmake: ${conflict}")
+    endforeach()
+  endif()
+  set(${prefix}_KERNELS ${built} PARENT_SCOPE)
+  foreach(key IN LISTS BUILD2CMAKE_KERNEL_SETTINGS)
+    if(union_${key})
+      list(REMOVE_DUPLICATES union_${key})
+    endif()
+    set(${prefix}_${key} ${union_${key}} PARENT_SCOPE)
+  endforeach()
 endfunction()
 
 # Records what this build is for `build2cmake build` (build/<variant>/metadata.json), and links

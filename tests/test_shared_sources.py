@@ -1,0 +1,387 @@
+"""Sources several kernels list, compiled once per extension, and the GPU lists a build is
+narrowed to (TORCH_CUDA_ARCH_LIST, PYTORCH_ROCM_ARCH): the rules, the configure, the built
+extension (#59)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from build2cmake.api import generate_torch
+from build2cmake.config import load_project
+from build2cmake.config.model import Kernel, Project
+from build2cmake.generate.render import GPU_TARGETS_MODULE, _data_dir
+from build2cmake.generate.shared_sources import backend_layout
+from build2cmake.toolchains.offload import rocm_targets
+from tests.conftest import (
+    FIXTURES,
+    BuildEnv,
+    cuobjdump,
+    requires_nvcc,
+    requires_rocm_toolchain,
+    run_cli,
+)
+
+MODULE = _data_dir("cmake_templates") / GPU_TARGETS_MODULE
+ENV_LISTS = ("TORCH_CUDA_ARCH_LIST", "PYTORCH_ROCM_ARCH")
+
+
+def fixture_project() -> Project:
+    return load_project(FIXTURES / "shared_source" / "build.toml")
+
+
+def paths(*names: str) -> tuple[PurePosixPath, ...]:
+    return tuple(PurePosixPath(n) for n in names)
+
+
+def test_a_source_two_kernels_list_is_compiled_by_one_unit_of_both() -> None:
+    project = fixture_project()
+    layout = backend_layout(project, "cuda")
+    sm80, sm90 = project.kernels_for("cuda")
+    # Each keeps the sources only it lists, and its headers (not compiled, so harmless twice).
+    assert layout.own_sources(sm80) == paths("cuda/fill.h", "cuda/only_sm80.cu")
+    assert layout.own_sources(sm90) == paths("cuda/fill.h")
+    (unit,) = layout.units
+    assert [k.name for k in unit.kernels] == ["fill_sm80", "fill_sm90"]
+    assert unit.sources == paths("cuda/fill.cu", "cuda/host.cpp")
+    # Declared once its last kernel is.
+    assert layout.units_after(sm80) == () and layout.units_after(sm90) == (unit,)
+    # The ROCm kernels share the same sources: a unit of their own.
+    (rocm_unit,) = backend_layout(project, "rocm").units
+    assert rocm_unit.target == "build2cmake_shared_rocm_1" != unit.target
+
+
+def test_sources_shared_by_different_sets_of_kernels_get_one_unit_each() -> None:
+    def kernel(name: str, *sources: str) -> Kernel:
+        return Kernel(name=name, backend="cuda", depends=(), sources=paths(*sources))
+
+    a, b, c = kernel("a", "x.cu", "y.cu", "a.cu"), kernel("b", "x.cu", "y.cu"), kernel("c", "y.cu")
+    project = Project(name="p", backends=("cuda",), torch=None, kernels=(a, b, c))
+    layout = backend_layout(project, "cuda")
+    assert [([k.name for k in u.kernels], u.sources) for u in layout.units] == [
+        (["a", "b"], paths("x.cu")),
+        (["a", "b", "c"], paths("y.cu")),
+    ]
+    assert layout.own_sources(a) == paths("a.cu") and layout.own_sources(c) == ()
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "source", "contradiction"),
+    [
+        (("-DV=1",), ("-DV=2",), "s.cu", "a has -DV=1, b -DV=2 (the last, b's, wins)"),
+        (("-DV",), ("-UV",), "s.cu", "a has -DV=1, b -UV (the last, b's, wins)"),
+        (("-DV",), ("-DV=1",), "s.cu", None),  # -DV is V=1
+        (("-DV=1",), ("-DW=2",), "s.cu", None),  # different macros
+        (("-DV=1",), (), "s.cu", None),  # one kernel defining a macro alone is no contradiction
+    ],
+)
+def test_a_macro_the_kernels_define_differently_is_a_warning_naming_both_and_the_source(
+    first: tuple[str, ...], second: tuple[str, ...], source: str, contradiction: str | None
+) -> None:
+    def kernel(name: str, flags: tuple[str, ...]) -> Kernel:
+        return Kernel(name, "cuda", (), paths(source), cuda_flags=flags, cxx_flags=("-DV=9",))
+
+    project = Project("p", ("cuda",), None, (kernel("a", first), kernel("b", second)))
+    (unit,) = backend_layout(project, "cuda").units
+    if contradiction is None:
+        assert unit.conflicts == ()
+    else:
+        (line,) = unit.conflicts
+        assert line.startswith(f"{source}, listed by kernels a and b, is compiled once")
+        assert line.endswith(contradiction)
+
+
+def test_cxx_flags_decide_the_macros_of_a_shared_cpp_source() -> None:
+    a = Kernel("a", "rocm", (), paths("h.cpp"), hip_flags=("-DV=1",), cxx_flags=("-DV=1",))
+    b = Kernel("b", "rocm", (), paths("h.cpp"), hip_flags=("-DV=1",), cxx_flags=("-DV=2",))
+    (unit,) = backend_layout(Project("p", ("rocm",), None, (a, b)), "rocm").units
+    assert len(unit.conflicts) == 1 and "a has -DV=1, b -DV=2" in unit.conflicts[0]
+
+
+def test_the_generated_build_lists_a_shared_source_once_per_backend(
+    project: Callable[[str], Path],
+) -> None:
+    root = project("shared_source")
+    generate_torch(root / "build.toml")
+    text = (root / "CMakeLists.txt").read_text()
+    assert text.count("[[cuda/fill.cu]]") == 2  # once in the cuda block, once in the rocm one
+    assert "build2cmake_cuda_unit(${EXTENSION} build2cmake_shared_cuda_1" in text
+    assert "KERNELS kernel_fill_sm80 kernel_fill_sm90" in text
+    assert "KERNELS kernel_fill_gfx90a kernel_fill_gfx940" in text
+
+
+# The narrowing rules, run by CMake itself from the module the generated builds include.
+
+
+def run_module(
+    code: str, tmp_path: Path, *defines: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "script.cmake"
+    script.write_text(f'include("{MODULE}")\n{code}\n')
+    environment = {k: v for k, v in os.environ.items() if k not in ENV_LISTS}
+    environment.update(env)
+    return subprocess.run(
+        ["cmake", *(f"-D{d}" for d in defines), "-P", str(script)],
+        capture_output=True, text=True, env=environment, check=False,
+    )  # fmt: skip
+
+
+def result_of(function: str, kernel: list[str], targets: list[str], tmp_path: Path) -> list[str]:
+    code = (
+        f'{function}(out "{";".join(kernel)}" "{";".join(targets)}")\n'
+        'list(JOIN out " " shown)\nmessage("RESULT=${shown}")'
+    )
+    done = run_module(code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stderr.splitlines() if x.startswith("RESULT="))
+    return line.removeprefix("RESULT=").split()
+
+
+@pytest.mark.parametrize(
+    ("kernel", "targets", "kept"),
+    [
+        # An arch-specific capability serves its base, and is the only one chosen for it.
+        (["8.0", "9.0a", "10.0a"], ["9.0a"], ["9.0a"]),
+        (["9.0", "9.0a"], ["9.0"], ["9.0a"]),
+        (["10.0f"], ["10.0"], ["10.0f"]),
+        (["10.0f", "10.0a"], ["10.0a"], ["10.0f", "10.0a"]),
+        (["10.0f"], ["10.3"], []),
+        (["12.0a"], ["12.1"], []),
+        # The highest capability not above the target, of its major.
+        (["8.0", "8.6", "8.9"], ["8.7"], ["8.6"]),
+        (["8.0", "9.0"], ["8.6", "9.0a"], ["8.0", "9.0"]),
+        # SASS does not run across majors; PTX does (the driver compiles it for later GPUs).
+        (["8.0"], ["9.0a"], []),
+        (["8.0+PTX"], ["9.0"], ["8.0+PTX"]),
+        (["7.5", "8.0+PTX", "9.0a"], ["8.6", "12.0"], ["8.0+PTX"]),
+        (["12.0", "12.1+PTX"], ["12.1"], ["12.1+PTX"]),
+        # A target's +PTX names the same GPU; nothing above any target is chosen.
+        (["9.0"], ["9.0+PTX"], ["9.0"]),
+        (["9.0", "10.0"], ["8.9"], []),
+    ],
+)
+def test_cuda_capabilities_are_narrowed_by_the_loose_intersection(
+    kernel: list[str], targets: list[str], kept: list[str], tmp_path: Path
+) -> None:
+    assert result_of("build2cmake_cuda_loose_intersection", kernel, targets, tmp_path) == kept
+
+
+@pytest.mark.parametrize(
+    ("kernel", "targets", "kept"),
+    [
+        (["gfx90a", "gfx942"], ["gfx942", "gfx1100"], ["gfx942"]),
+        (["gfx908"], ["gfx90a"], []),
+        # Target features: narrowed to the one configuration asked for; a contradiction serves
+        # nothing (code for xnack+ does not load where xnack is off).
+        (["gfx90a"], ["gfx90a:xnack-"], ["gfx90a:xnack-"]),
+        (["gfx90a:xnack+"], ["gfx90a"], ["gfx90a:xnack+"]),
+        (["gfx90a:xnack+"], ["gfx90a:xnack-"], []),
+        (["gfx90a:xnack-"], ["gfx90a:xnack-"], ["gfx90a:xnack-"]),
+        (["gfx942:sramecc+"], ["gfx942:xnack-"], ["gfx942:sramecc+:xnack-"]),
+        (["gfx90a"], ["gfx90a:xnack+", "gfx90a:xnack-"], ["gfx90a:xnack+", "gfx90a:xnack-"]),
+    ],
+)
+def test_rocm_archs_are_narrowed_by_processor_and_target_features(
+    kernel: list[str], targets: list[str], kept: list[str], tmp_path: Path
+) -> None:
+    assert result_of("build2cmake_rocm_intersection", kernel, targets, tmp_path) == kept
+
+
+LISTS = {
+    "cuda": "build2cmake_torch_cuda_arch_list(out origin)",
+    "rocm": "build2cmake_pytorch_rocm_arch(out origin)",
+}
+
+
+@pytest.mark.parametrize(
+    ("which", "env", "defines", "said"),
+    [
+        ("cuda", {"TORCH_CUDA_ARCH_LIST": "9.0a 8.6+PTX;8.6+PTX"}, (),
+         "RESULT=9.0a;8.6+PTX|TORCH_CUDA_ARCH_LIST from the environment"),
+        # The environment wins over -D; -D (a cache entry, kept by the build folder) without it.
+        ("cuda", {"TORCH_CUDA_ARCH_LIST": "10.0f"}, ("TORCH_CUDA_ARCH_LIST=8.0",),
+         "RESULT=10.0f|TORCH_CUDA_ARCH_LIST from the environment"),
+        ("cuda", {}, ("TORCH_CUDA_ARCH_LIST=8.0",),
+         "RESULT=8.0|TORCH_CUDA_ARCH_LIST from -DTORCH_CUDA_ARCH_LIST"),
+        ("cuda", {}, (), "RESULT=|"),
+        # Set but empty: no narrowing (and not -D's list).
+        ("cuda", {"TORCH_CUDA_ARCH_LIST": ""}, ("TORCH_CUDA_ARCH_LIST=8.0",),
+         "RESULT=|TORCH_CUDA_ARCH_LIST from the environment"),
+        ("rocm", {"PYTORCH_ROCM_ARCH": "gfx90a:xnack- gfx942"}, (),
+         "RESULT=gfx90a:xnack-;gfx942|PYTORCH_ROCM_ARCH from the environment"),
+    ],
+)  # fmt: skip
+def test_the_gpu_list_is_read_from_the_environment_else_from_the_cache(
+    which: str, env: dict[str, str], defines: tuple[str, ...], said: str, tmp_path: Path
+) -> None:
+    code = LISTS[which] + '\nmessage("RESULT=${out}|${origin}")'
+    done = run_module(code, tmp_path, *defines, **env)
+    assert done.returncode == 0, done.stderr
+    assert said in done.stderr.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("which", "env", "message"),
+    [
+        ("cuda", {"TORCH_CUDA_ARCH_LIST": "9.0;Hopper"},
+         "TORCH_CUDA_ARCH_LIST from the environment: 'Hopper' is not a CUDA capability; "
+         "expected capabilities such as 8.0"),
+        ("cuda", {"TORCH_CUDA_ARCH_LIST": "9.0a,8.0"}, "holds characters that none of its entries"),
+        ("cuda", {"TORCH_CUDA_ARCH_LIST": "90"}, "'90' is not a CUDA capability"),
+        # A character no entry has is refused without being shown (a terminal escape).
+        ("cuda", {"TORCH_CUDA_ARCH_LIST": "9.0\x1b[31m"},
+         "TORCH_CUDA_ARCH_LIST from the environment holds characters that none of its entries "
+         "may have"),
+        ("cuda", {"TORCH_CUDA_ARCH_LIST": "9.0;" * 300}, "over 1000 characters long"),
+        ("rocm", {"PYTORCH_ROCM_ARCH": "gfx90a:xnack"},
+         "'gfx90a:xnack' is not an AMD GPU architecture; expected architectures such as"),
+        ("rocm", {"PYTORCH_ROCM_ARCH": "gfx90a:foo+"}, "'gfx90a:foo+' is not an AMD GPU"),
+        ("rocm", {"PYTORCH_ROCM_ARCH": "sm90"}, "'sm90' is not an AMD GPU architecture"),
+    ],
+)  # fmt: skip
+def test_a_bad_entry_of_the_gpu_list_stops_with_one_message(
+    which: str, env: dict[str, str], message: str, tmp_path: Path
+) -> None:
+    done = run_module(LISTS[which], tmp_path, **env)
+    assert done.returncode != 0
+    said = " ".join(done.stderr.split())
+    assert message in said, said
+    assert said.count("build2cmake:") == 1 and "\x1b" not in said
+
+
+# The generated build: configured, compiled, read back, imported and called.
+
+
+def configure(root: Path, build_dir: Path, backend: str, **env: str) -> tuple[str, str]:
+    """CMake's configure step alone; its output and its warnings, each on one line."""
+    environment = {k: v for k, v in os.environ.items() if k not in ENV_LISTS}
+    environment.update(env)
+    done = subprocess.run(
+        ["cmake", "-S", str(root), "-B", str(build_dir), "-G", "Ninja",
+         f"-DBUILD2CMAKE_BACKEND={backend}", "-DBUILD2CMAKE_COMPILER_LAUNCHER=none"],
+        capture_output=True, text=True, env=environment, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return " ".join(done.stdout.split()), " ".join(done.stderr.split())
+
+
+@requires_nvcc
+def test_torch_cuda_arch_list_leaves_out_a_kernel_it_leaves_nothing_and_warns_only_when_both_build(
+    project: Callable[[str], Path], tmp_path: Path
+) -> None:
+    root = project("shared_source")
+    generate_torch(root / "build.toml")
+    said, warned = configure(root, tmp_path / "all", "cuda")
+    assert (
+        "build2cmake_shared_cuda_1, the sources kernel_fill_sm80, kernel_fill_sm90 list, "
+        "compiles once, CUDA for 8.0, 9.0a" in said
+    )
+    assert (
+        "build2cmake: cuda/fill.cu, listed by kernels fill_sm80 and fill_sm90, is compiled once "
+        "with both kernels' flags, and they contradict each other: fill_sm80 has "
+        "-DSHARED_VARIANT=1, fill_sm90 -DSHARED_VARIANT=2 (the last, fill_sm90's, wins)" in warned
+    )
+    said, warned = configure(root, tmp_path / "h200", "cuda", TORCH_CUDA_ARCH_LIST="9.0a")
+    assert "TORCH_CUDA_ARCH_LIST from the environment is 9.0a" in said
+    assert (
+        "build2cmake: kernel_fill_sm80 is left out: none of its cuda-capabilities (8.0) serves "
+        "TORCH_CUDA_ARCH_LIST from the environment (9.0a); the ops that call into it are missing "
+        "from this build" in said
+    )
+    assert "compiles once, CUDA for 9.0a (for kernel_fill_sm90)" in said
+    assert "contradict" not in warned  # one kernel built: nothing to contradict
+
+
+@requires_rocm_toolchain
+def test_pytorch_rocm_arch_leaves_out_a_kernel_it_leaves_nothing(
+    project: Callable[[str], Path], tmp_path: Path
+) -> None:
+    root = project("shared_source")
+    generate_torch(root / "build.toml")
+    said, warned = configure(root, tmp_path / "b", "rocm", PYTORCH_ROCM_ARCH="gfx940:xnack-")
+    assert (
+        "build2cmake: kernel_fill_gfx90a is left out: none of its rocm-archs (gfx90a) is among "
+        "PYTORCH_ROCM_ARCH from the environment (gfx940:xnack-)" in said
+    )
+    assert "compiles once, HIP for gfx940:xnack- (for kernel_fill_gfx940)" in said
+    assert "contradict" not in warned
+
+
+def built_extension(root: Path) -> Path:
+    """The CUDA extension pip installed (editable: in the build folder's install tree)."""
+    found = [p for p in (root / "build").rglob("_shared_source_cuda_*.so") if "install" in p.parts]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def elves(tool: str, path: Path) -> list[str]:
+    listing = subprocess.run(
+        [tool, "--list-elf", str(path)], capture_output=True, text=True, check=True
+    ).stdout
+    return sorted(line.rsplit(".", 2)[-2] for line in listing.splitlines() if "ELF file" in line)
+
+
+CALL = """
+import shared_source
+print("variant", shared_source.ops.variant(), "answer", shared_source.ops.answer())
+"""
+
+
+@pytest.mark.compile
+@pytest.mark.cuda
+@requires_nvcc
+def test_cuda_kernels_sharing_sources_link_with_sass_for_both_and_torch_cuda_arch_list_narrows(
+    project: Callable[[str], Path], build_env: BuildEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tool = cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump (pip install nvidia-cuda-cuobjdump)")
+    root = project("shared_source")
+    generate_torch(root / "build.toml", ops_id="t59")
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    build_env.pip_install(root, "cmake.define.BUILD2CMAKE_BACKEND=cuda")
+    # Linked (each shared source once), with SASS for both kernels' capabilities in the one
+    # object of the shared source.
+    (shared,) = (root / "build").rglob("build2cmake_shared_cuda_1.dir/cuda/fill.cu.o")
+    assert elves(tool, shared) == ["sm_80", "sm_90a"]
+    assert set(elves(tool, built_extension(root))) == {"sm_80", "sm_90a"}
+    called = build_env.run(CALL)
+    assert called.returncode == 0, called.stderr
+    # Compiled with both kernels' flags, fill_sm90's last; host.cpp (C++) once too.
+    assert "variant 2 answer 42" in called.stdout
+
+    # As a developer on an H200 narrows it, in the same build folder: the environment of this
+    # configure decides.
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0a")
+    build_env.pip_install(root, "cmake.define.BUILD2CMAKE_BACKEND=cuda")
+    assert elves(tool, shared) == ["sm_90a"]
+    library = built_extension(root)
+    assert elves(tool, library) == ["sm_90a"]
+    symbols = subprocess.run(
+        ["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True
+    ).stdout
+    assert " shared_fill_variant" in symbols and "only_sm80_answer" not in symbols
+    called = build_env.run(CALL)
+    assert "variant 2 answer 42" in called.stdout, called.stderr
+
+
+@pytest.mark.compile
+@pytest.mark.rocm
+@requires_rocm_toolchain
+def test_rocm_kernels_sharing_a_source_hipify_it_once_and_carry_code_objects_for_both(
+    project: Callable[[str], Path],
+) -> None:
+    root = project("shared_source")
+    result = run_cli("build", root / "build.toml", "--backend", "rocm", "-j", "2")
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-3000:]
+    assert log.count("Hipifying cuda/fill.cu") == 1
+    (shared,) = (root / "build").rglob("build2cmake_shared_rocm_1.dir/**/fill.hip.o")
+    assert sorted(rocm_targets(shared)) == ["gfx90a", "gfx940"]
+    (variant,) = (root / "build").glob("torch*-rocm*")
+    (library,) = variant.glob("_shared_source_rocm_*.so")
+    assert sorted(rocm_targets(library)) == ["gfx90a", "gfx940"]
