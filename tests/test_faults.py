@@ -194,6 +194,24 @@ def test_init_killed_at_any_write_leaves_nothing_the_next_init_refuses(tmp_path:
     )
 
 
+@pytest.mark.parametrize("named", [".", "DIR"])
+def test_init_into_an_empty_folder_killed_at_any_write_is_finished_by_the_next_init(
+    tmp_path: Path, named: str
+) -> None:
+    """The folder the user made (and stands in, for `init .`) is filled in place: killed at any
+    write, what init left is its own (its record lists it) and the next init, without --force,
+    finishes it (#60)."""
+
+    def made(root: Path) -> None:
+        (root / "add-one").mkdir(parents=True)
+
+    def init(root: Path) -> list[str | Path]:
+        where = "." if named == "." else root / "add-one"
+        return ["init", where, "--name", "my-org/add-one", "--backends", "cpu"]
+
+    _every_kill(tmp_path, made, init, cwd=lambda root: root / "add-one" if named == "." else root)
+
+
 @pytest.mark.parametrize("where", ["generate", "build"])
 def test_a_killed_command_is_undone_by_clean(tmp_path: Path, where: str) -> None:
     """After a kill at any write of generate or build, clean removes everything ours: the tree
