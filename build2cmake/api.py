@@ -149,9 +149,15 @@ def build_variants(
     )
 
 
-def github_workflow(build_toml: Path, repository_root: Path | None = None) -> str:
+def github_workflow(
+    build_toml: Path,
+    repository_root: Path | None = None,
+    *,
+    runners: tuple[str, ...] = (),
+    publish: bool = False,
+) -> str:
     """`ci github`: the GitHub Actions workflow building list_variants(build_toml)."""
-    return ci.project_workflow(build_toml, repository_root)
+    return ci.project_workflow(build_toml, repository_root, runners=runners, publish=publish)
 
 
 def write_workflow(

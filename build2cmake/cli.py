@@ -454,10 +454,27 @@ def _add_ci(commands: Commands) -> None:
         metavar="FILE",
         help="where to write the workflow (default: standard output)",
     )
+    ci.add_argument(
+        "--runner",
+        dest="runners",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="runs-on label of the build jobs (default: ubuntu-latest), e.g. a larger runner's "
+        "name; repeat for a self-hosted runner's labels",
+    )
+    ci.add_argument(
+        "--publish",
+        action="store_true",
+        help="add a job that runs `build2cmake upload` when a v* tag is pushed, with the Hub "
+        "token from the repository secret HF_TOKEN",
+    )
 
 
 def _run_ci(args: argparse.Namespace) -> int:
-    workflow = api.github_workflow(args.build_toml, args.repository)
+    workflow = api.github_workflow(
+        args.build_toml, args.repository, runners=tuple(args.runners), publish=args.publish
+    )
     if args.output is None:
         sys.stdout.write(workflow)
     else:

@@ -93,25 +93,26 @@ def _every_kill(
     command: Callable[[Path], list[str | Path]],
     *,
     recover: Callable[[Path], list[str | Path]] | None = None,
+    cwd: Callable[[Path], Path] = lambda root: root.parent,
 ) -> int:
     """Kill `command` at each of its writes in a fresh copy made by `prepare`; after each kill,
     `recover` (default: the same command again) must succeed and leave the tree an
-    uninterrupted run leaves. Returns the number of writes."""
+    uninterrupted run leaves. Commands run in `cwd(root)`. Returns the number of writes."""
     reference = tmp_path / "reference" / "project"
     prepare(reference)
     count = tmp_path / "count"
-    _run(reference.parent, *command(reference), kill_at=0, count=count)
+    _run(cwd(reference), *command(reference), kill_at=0, count=count)
     writes = int(count.read_text())
     assert writes > 0
     expected = _tree(reference.parent)
     for at in range(1, writes + 1):
         copy = tmp_path / f"kill{at}" / "project"
         prepare(copy)
-        status = _run(copy.parent, *command(copy), kill_at=at)
+        status = _run(cwd(copy), *command(copy), kill_at=at)
         assert status == -9, f"write {at} of {writes}: the kill did not land"
-        _run(copy.parent, *(recover or command)(copy))
+        _run(cwd(copy), *(recover or command)(copy))
         if recover is not None:
-            _run(copy.parent, *command(copy))
+            _run(cwd(copy), *command(copy))
         got = _tree(copy.parent)
         assert got == expected, f"after a kill at write {at} of {writes}"
         shutil.rmtree(copy.parent)
@@ -144,6 +145,29 @@ def test_clean_killed_at_any_write_is_finished_by_the_next_clean(tmp_path: Path)
     _every_kill(tmp_path, built, lambda root: ["clean", root / "build.toml"])
 
 
+@pytest.mark.compile
+def test_clean_of_a_compiled_project_killed_at_any_write_is_finished_by_the_next_clean(
+    tmp_path: Path,
+) -> None:
+    """A project with cmake/ and its metadata provider's folder, built once and copied for each
+    kill, its build folder, variant and compile_commands.json link as build left them. Before
+    (#60): a kill at the rmdir of cmake/build2cmake-metadata/ or of cmake/, after their last
+    file went, left those folders empty for good."""
+    built = tmp_path / "built" / "project"
+    shutil.copytree(FIXTURES / "scale_add", built)
+    _run(built.parent, "build", built / "build.toml", "--backend", "cpu")
+    link = built / "compile_commands.json"
+    destination = Path(os.readlink(link)).relative_to(built)
+
+    def copy(root: Path) -> None:
+        shutil.copytree(built, root, symlinks=True)
+        (root / "compile_commands.json").unlink()
+        (root / "compile_commands.json").symlink_to(root / destination)
+
+    assert (built / "cmake" / "build2cmake-metadata").is_dir()
+    _every_kill(tmp_path, copy, lambda root: ["clean", root / "build.toml"])
+
+
 def test_build_killed_at_any_write_is_finished_by_the_next_build(tmp_path: Path) -> None:
     """A rebuild over an earlier variant: killed anywhere (records, staging, the swap), the
     next build replaces the variant without --force and no staging folder is left."""
@@ -168,6 +192,24 @@ def test_init_killed_at_any_write_leaves_nothing_the_next_init_refuses(tmp_path:
         empty,
         lambda root: ["init", root / "kernel", "--name", "my-org/add-one", "--backends", "cpu"],
     )
+
+
+@pytest.mark.parametrize("named", [".", "DIR"])
+def test_init_into_an_empty_folder_killed_at_any_write_is_finished_by_the_next_init(
+    tmp_path: Path, named: str
+) -> None:
+    """The folder the user made (and stands in, for `init .`) is filled in place: killed at any
+    write, what init left is its own (its record lists it) and the next init, without --force,
+    finishes it (#60)."""
+
+    def made(root: Path) -> None:
+        (root / "add-one").mkdir(parents=True)
+
+    def init(root: Path) -> list[str | Path]:
+        where = "." if named == "." else root / "add-one"
+        return ["init", where, "--name", "my-org/add-one", "--backends", "cpu"]
+
+    _every_kill(tmp_path, made, init, cwd=lambda root: root / "add-one" if named == "." else root)
 
 
 @pytest.mark.parametrize("where", ["generate", "build"])

@@ -580,7 +580,7 @@ def test_ci_github_workflow_of_a_plain_path_names_it() -> None:
         REPO, "ci", "github", "tests/fixtures/scale_add/build.toml", "--repository", "."
     )
     assert result.returncode == 0, result.stderr
-    assert '"BUILD_TOML": "tests/fixtures/scale_add/build.toml"' in result.stdout
+    assert "      BUILD_TOML: tests/fixtures/scale_add/build.toml\n" in result.stdout
     assert "secrets" not in result.stdout
 
 

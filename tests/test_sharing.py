@@ -147,6 +147,40 @@ def test_init_refuses_a_non_empty_folder_and_with_force_keeps_other_files(tmp_pa
     assert load_project(root / "build.toml").hub_repo_id == NAME
 
 
+@pytest.mark.parametrize("named", [".", "DIR"])
+def test_init_fills_an_existing_empty_folder_in_place(tmp_path: Path, named: str) -> None:
+    """`mkdir add-one && cd add-one && build2cmake init .` (or `init add-one`): the folder keeps
+    its inode, mode and owner, and a shell standing in it sees the project. Before (#60) init
+    wrote a new folder and renamed it over the user's, leaving the shell in a deleted one."""
+    root = tmp_path / "add-one"
+    root.mkdir()
+    os.chmod(root, 0o750)
+    if os.geteuid() == 0:  # a folder of another user, that root inits into
+        os.chown(root, 4321, 4321)
+    before = os.stat(root)
+    shell = subprocess.Popen(
+        [sys.executable, "-c", "import os, sys; sys.stdin.readline(); print(sorted(os.listdir()))"],
+        cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    if named == ".":
+        result = run_cli("init", ".", "--name", NAME, "--backends", "cpu", cwd=root)
+    else:
+        result = run_cli("init", "add-one", "--name", NAME, "--backends", "cpu", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen, _ = shell.communicate("\n", timeout=60)
+    assert "'build.toml'" in seen and "'torch-ext'" in seen, seen
+    after = os.stat(root)
+    assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+    assert (after.st_mode, after.st_uid, after.st_gid) == (
+        before.st_mode,
+        before.st_uid,
+        before.st_gid,
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["add-one"]  # nothing beside it
+    assert not (root / ".build2cmake-init.json").exists()
+    assert load_project(root / "build.toml").hub_repo_id == NAME
+
+
 def test_init_force_never_writes_through_a_symlink(tmp_path: Path) -> None:
     outside = tmp_path / "outside.txt"
     outside.write_text("keep")

@@ -245,7 +245,7 @@ def test_github_workflow_is_yaml_whose_matrix_is_list_variants(
     run_steps = [s["run"] for s in job["steps"] if "run" in s]
     assert any('--variants "$VARIANT"' in step for step in run_steps)
     uploads = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
-    assert uploads[0]["with"]["path"] == "scale_add/build/torch*/"
+    assert uploads[0]["with"]["path"] == "scale_add/build/torch*/\nscale_add/build/CARD.md\n"
     assert workflow["jobs"]["collect"]["needs"] == "build"
 
 

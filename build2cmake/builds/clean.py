@@ -16,6 +16,13 @@ from build2cmake.generate.render import METADATA_PROVIDER, METADATA_PROVIDER_FOL
 from build2cmake.ground.errors import Build2CMakeError
 from build2cmake.ground.safefs import ProjectFolder, checked_target
 
+# The folders generate makes for files of its own alone: the metadata provider's folder and
+# cmake/ above it (the static scripts). clean removes them when empty even after their files
+# went; a folder that also holds the user's files (torch-ext/<package>/) is left alone.
+GENERATED_FOLDERS = frozenset(
+    {METADATA_PROVIDER_FOLDER, str(PurePosixPath(METADATA_PROVIDER_FOLDER).parent)}
+)
+
 
 @dataclass(frozen=True)
 class CleanReport:
@@ -66,10 +73,12 @@ def _clean_locked(folder: ProjectFolder, *, dry_run: bool, force: bool) -> Clean
         return CleanReport((), ())
     files: list[str] = []
     kept: list[str] = []
+    gone: list[str] = []
     for name in sorted(manifest.files):
         current = current_bytes(folder, name)
         if current is None:
-            continue  # gone, or replaced by a symlink or folder: not ours
+            gone.append(name)  # gone, or replaced by a symlink or folder: not ours
+            continue
         if force or manifest.is_ours(name, current):
             files.append(name)
         else:
@@ -104,6 +113,11 @@ def _clean_locked(folder: ProjectFolder, *, dry_run: bool, force: bool) -> Clean
         for name in [*files, *records]:
             folder.unlink(name)
             folder.remove_empty_parents(name)
+        # A clean killed between a file's removal and its folder's leaves the folder empty and
+        # its entry's file gone: the folders generate makes for its own files alone go now.
+        for name in gone:
+            if str(PurePosixPath(name).parent) in GENERATED_FOLDERS:
+                folder.remove_empty_parents(name)
         # A manifest with entries we ignored stays, for the user to look at.
         if not kept and not manifest.ignored:
             folder.unlink(MANIFEST_NAME)

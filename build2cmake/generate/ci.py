@@ -1,17 +1,18 @@
 """`build2cmake ci github`: a GitHub Actions workflow that builds every variant of a kernel,
-one job per variant on GitHub's standard runners, and collects them into one build/ artifact.
+one job per variant, collects them into one build/ artifact and, optionally, publishes them to
+the Hub when a version tag is pushed.
 
 The matrix is `list-variants` (hub_variants.project_variants); each job runs the same
 `build2cmake build BUILD_TOML --variants V`, so a variant that builds on a developer's machine
-builds the same way in CI. The output is JSON, which is valid YAML, so no YAML library is needed
-to write it and its quoting is exact whatever the project's path or names.
+builds the same way in CI. The workflow is block-style YAML as a person writes it, emitted here
+(`to_yaml`) from plain data: a string is written plain only when YAML reads it back as that same
+string, else double-quoted with every character outside printable ASCII escaped.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from build2cmake.config import load_project
@@ -25,7 +26,7 @@ WORKFLOW_PATH = ".github/workflows/build2cmake-variants.yml"
 # storage (SCCACHE_GHA_ENABLED) needs, as sccache's documentation says to.
 SCCACHE_ACTION = "mozilla-actions/sccache-action@v0.0.10"
 
-# What a path or name from the repository may be to reach the workflow. JSON quoting makes any
+# What a path or name from the repository may be to reach the workflow. Quoting makes any
 # string valid YAML, but GitHub Actions evaluates `${{ ... }}` inside every string value (an
 # `env:` entry, an artifact path) before a step runs: a folder named
 # `${{ secrets.HF_TOKEN }}` would put the secret into the log. Actions has no escape for `${{`,
@@ -48,107 +49,297 @@ def checked_workflow_value(value: str, what: str) -> str:
     return value
 
 
+# A runner label (`runs-on`): GitHub's images (ubuntu-24.04, ubuntu-latest), larger runners' names
+# and self-hosted labels are ASCII letters, digits and '._-'; anything else is refused.
+_RUNNER_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", re.ASCII)
+DEFAULT_RUNNER = "ubuntu-latest"
+# Where the build jobs keep the compile times that order the next build's compiles (docs/
+# building.md, "The schedule"): with sccache's GitHub Actions storage there is no local cache
+# folder to keep them beside, so the workflow names a folder and carries it from run to run.
+COSTS_FOLDER = "~/.cache/build2cmake-costs"
+# The repository secret the publish job hands `build2cmake upload` as HF_TOKEN.
+TOKEN_SECRET = "HF_TOKEN"
+
+
+def checked_runner(label: str) -> str:
+    """`label` when it is a runner label (ASCII letters, digits, '._-'); else one error."""
+    if not _RUNNER_LABEL.fullmatch(label):
+        raise Build2CMakeError(
+            f"--runner {label!r}: a runner label is ASCII letters, digits and '._-' (e.g. "
+            "ubuntu-24.04, the name of a larger runner, or a self-hosted runner's label)"
+        )
+    return label
+
+
 def github_workflow(
     build_toml: PurePosixPath,
     variants: Sequence[HubVariant],
     *,
-    python_version: str = "3.11",
-    build2cmake_requirement: str = "build2cmake[variants]",
+    runners: Sequence[str] = (),
+    publish: bool = False,
 ) -> str:
-    """The workflow text for `build_toml` (relative to the repository root).
-
-    Every string from the repository is checked with `checked_workflow_value` first.
-    """
-    checked_workflow_value(build_toml.as_posix(), "build.toml path")
-    for variant in variants:
-        checked_workflow_value(variant.spec, "variant")
-    project_dir = build_toml.parent.as_posix()
-    build_dir = "build" if project_dir == "." else f"{project_dir}/build"
-    build_command = 'build2cmake build "$BUILD_TOML" --variants "$VARIANT" -j "$(nproc)"'
-    workflow: dict[str, object] = {
-        "name": "build2cmake variants",
-        "on": {"workflow_dispatch": {}, "push": {"tags": ["v*"]}},
-        "jobs": {
-            "build": {
-                "name": "${{ matrix.variant }}",
-                "runs-on": "ubuntu-latest",
-                "strategy": {
-                    "fail-fast": False,
-                    "matrix": {"variant": [v.spec for v in variants]},
-                },
-                "env": {
-                    "BUILD_TOML": build_toml.as_posix(),
-                    "VARIANT": "${{ matrix.variant }}",
-                    # sccache's storage is the GitHub Actions cache (the action below exports its
-                    # URL and token); naming a remote storage makes the build compile through
-                    # sccache, so a re-run of the matrix reuses every unchanged object.
-                    "SCCACHE_GHA_ENABLED": "true",
-                },
-                "steps": [
-                    {"uses": "actions/checkout@v4"},
-                    {"uses": "actions/setup-python@v5", "with": {"python-version": python_version}},
-                    {"name": "Set up sccache", "uses": SCCACHE_ACTION},
-                    {
-                        "name": "Cache uv",
-                        "uses": "actions/cache@v4",
-                        "with": {
-                            "path": "~/.cache/uv",
-                            "key": "build2cmake-${{ matrix.variant }}-"
-                            "${{ hashFiles(env.BUILD_TOML) }}",
-                            "restore-keys": "build2cmake-${{ matrix.variant }}-",
-                        },
-                    },
-                    {
-                        "name": "Install build2cmake",
-                        "run": f"python -m pip install '{build2cmake_requirement}'",
-                    },
-                    {"name": "Build ${{ matrix.variant }}", "run": build_command},
-                    {
-                        "uses": "actions/upload-artifact@v4",
-                        "with": {
-                            "name": "variant-${{ matrix.variant }}",
-                            "path": f"{build_dir}/torch*/",
-                        },
-                    },
-                ],
-            },
-            "collect": {
-                "needs": "build",
-                "runs-on": "ubuntu-latest",
-                "steps": [
-                    {
-                        "uses": "actions/download-artifact@v4",
-                        "with": {
-                            "pattern": "variant-*",
-                            "merge-multiple": True,
-                            "path": "build",
-                        },
-                    },
-                    {
-                        "uses": "actions/upload-artifact@v4",
-                        "with": {"name": "build", "path": "build/"},
-                    },
-                ],
-            },
-        },
-    }
+    """The workflow text for `build_toml` (relative to the repository root): a header comment
+    and `workflow_data` as YAML."""
     header = (
         # The path is the repository's: escaped, a newline in a folder name cannot end the
         # comment and start YAML of its own.
         "# Generated by build2cmake ci github from "
         f"{printable(build_toml.as_posix())}; regenerate it when the variant list changes.\n"
     )
-    return header + json.dumps(workflow, indent=2) + "\n"
+    data = workflow_data(build_toml, variants, runners=runners, publish=publish)
+    return header + to_yaml(data)
 
 
-def project_workflow(build_toml: Path, repository_root: Path | None = None) -> str:
+def workflow_data(
+    build_toml: PurePosixPath,
+    variants: Sequence[HubVariant],
+    *,
+    runners: Sequence[str] = (),
+    publish: bool = False,
+    python_version: str = "3.11",
+    build2cmake_package: str = "build2cmake",
+) -> dict[str, object]:
+    """The workflow for `build_toml` as data.
+
+    Every string from the repository is checked with `checked_workflow_value` first, every
+    runner label with `checked_runner`. The build jobs run on `runners` (all of them: a
+    self-hosted runner matches every label; default ubuntu-latest); with `publish`, a job on
+    version tags uploads the variants with the token of the `HF_TOKEN` secret.
+    """
+    path = checked_workflow_value(build_toml.as_posix(), "build.toml path")
+    for variant in variants:
+        checked_workflow_value(variant.spec, "variant")
+    labels = [checked_runner(label) for label in runners] or [DEFAULT_RUNNER]
+    project_dir = build_toml.parent.as_posix()
+    build_dir = "build" if project_dir == "." else f"{project_dir}/build"
+    built = [f"{build_dir}/torch*/", f"{build_dir}/CARD.md"]
+    if any(v.framework == "tvm-ffi" for v in variants):
+        built.insert(1, f"{build_dir}/tvm-ffi*/")
+    costs_key = "build2cmake-costs-${{ matrix.variant }}-"
+    build_job: dict[str, object] = {
+        "name": "${{ matrix.variant }}",
+        "runs-on": labels[0] if len(labels) == 1 else labels,
+        "strategy": {"fail-fast": False, "matrix": {"variant": [v.spec for v in variants]}},
+        "env": {
+            "BUILD_TOML": path,
+            "VARIANT": "${{ matrix.variant }}",
+            # sccache's storage is the GitHub Actions cache (the action below exports its URL
+            # and token); naming a remote storage makes the build compile through sccache, so
+            # a re-run of the matrix reuses every unchanged object.
+            "SCCACHE_GHA_ENABLED": "true",
+        },
+        "steps": [
+            {"uses": "actions/checkout@v4"},
+            _setup_python(python_version),
+            {"name": "Set up sccache", "uses": SCCACHE_ACTION},
+            {
+                "name": "Cache uv",
+                "uses": "actions/cache@v4",
+                "with": {
+                    "path": "~/.cache/uv",
+                    "key": "build2cmake-${{ matrix.variant }}-${{ hashFiles(env.BUILD_TOML) }}",
+                    "restore-keys": "build2cmake-${{ matrix.variant }}-",
+                },
+            },
+            {
+                # The newest costs of this variant; each run saves its own under a new key.
+                "name": "Restore compile times",
+                "uses": "actions/cache/restore@v4",
+                "with": {
+                    "path": COSTS_FOLDER,
+                    "key": costs_key + "${{ github.run_id }}-${{ github.run_attempt }}",
+                    "restore-keys": costs_key,
+                },
+            },
+            _install(build2cmake_package, "variants"),
+            {
+                "name": "Build ${{ matrix.variant }}",
+                "run": 'build2cmake build "$BUILD_TOML" --variants "$VARIANT" -j "$(nproc)" \\\n'
+                f'  -D "BUILD2CMAKE_COSTS_DIR=$HOME/{COSTS_FOLDER[2:]}"\n',
+            },
+            {
+                # Also after a failed or cancelled build: what compiled is recorded.
+                "name": "Keep compile times",
+                "if": "always()",
+                "uses": "actions/cache/save@v4",
+                "with": {
+                    "path": COSTS_FOLDER,
+                    "key": costs_key + "${{ github.run_id }}-${{ github.run_attempt }}",
+                },
+            },
+            {
+                "uses": "actions/upload-artifact@v4",
+                "with": {"name": "variant-${{ matrix.variant }}", "path": "\n".join(built) + "\n"},
+            },
+        ],
+    }
+    jobs: dict[str, object] = {
+        "build": build_job,
+        "collect": {
+            "needs": "build",
+            "runs-on": DEFAULT_RUNNER,
+            "steps": [
+                _download("build"),
+                {"uses": "actions/upload-artifact@v4", "with": {"name": "build", "path": "build/"}},
+            ],
+        },
+    }
+    if publish:
+        jobs["publish"] = {
+            "needs": "build",
+            "if": "startsWith(github.ref, 'refs/tags/v')",
+            "runs-on": DEFAULT_RUNNER,
+            "env": {"BUILD_TOML": path},
+            "steps": [
+                {"uses": "actions/checkout@v4"},
+                _setup_python(python_version),
+                _install(build2cmake_package, "upload"),
+                # After the checkout: the variants are newer than their sources, as upload asks.
+                _download(build_dir),
+                {
+                    "name": "Upload to the Hub",
+                    # The secret reaches this one step's environment and nothing else; Actions
+                    # masks it in the log, and upload never prints it.
+                    "env": {"HF_TOKEN": f"${{{{ secrets.{TOKEN_SECRET} }}}}"},
+                    "run": 'build2cmake upload "$BUILD_TOML"',
+                },
+            ],
+        }
+    return {
+        "name": "build2cmake variants",
+        "on": {"workflow_dispatch": None, "push": {"tags": ["v*"]}},
+        "permissions": {"contents": "read"},
+        "jobs": jobs,
+    }
+
+
+def _setup_python(version: str) -> dict[str, object]:
+    return {"uses": "actions/setup-python@v5", "with": {"python-version": version}}
+
+
+def _install(package: str, extra: str) -> dict[str, object]:
+    return {"name": "Install build2cmake", "run": f"python -m pip install '{package}[{extra}]'"}
+
+
+def _download(path: str) -> dict[str, object]:
+    """The step that merges every variant's artifact into folder `path`."""
+    return {
+        "uses": "actions/download-artifact@v4",
+        "with": {"pattern": "variant-*", "merge-multiple": True, "path": path},
+    }
+
+
+# YAML, block style ---------------------------------------------------------------------------
+
+# A string written without quotes: starts with a letter, '_', '$' or '~', and holds only these
+# characters; ': ', ' #', a trailing ':' or space and YAML 1.1's booleans and nulls are quoted.
+_PLAIN = re.compile(r"""[A-Za-z_$~][A-Za-z0-9 _.,/@+*()$'"{}\[\]|=&<>%!:~-]*""", re.ASCII)
+_PLAIN_WORDS = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"})
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
+
+
+def to_yaml(data: Mapping[str, object]) -> str:
+    """`data` (mappings, lists, strings, bools, ints, None) as block-style YAML, a blank line
+    between its top-level entries."""
+    parts = ["".join(line + "\n" for line in _entry(_key(k) + ":", v, 0)) for k, v in data.items()]
+    return "\n".join(parts)
+
+
+def _block(value: Mapping[str, object] | Sequence[object], indent: int) -> list[str]:
+    pad = " " * indent
+    if isinstance(value, Mapping):
+        return [
+            line
+            for key, item in value.items()
+            for line in _entry(pad + _key(key) + ":", item, indent)
+        ]
+    return [line for item in value for line in _entry(pad + "-", item, indent)]
+
+
+def _entry(head: str, item: object, indent: int) -> list[str]:
+    """`head` (`key:` or `-`) with its value: nested collections below it, indented by two."""
+    if isinstance(item, (Mapping, list)) and item:
+        inner = _block(item, indent + 2)
+        if head.endswith("-") and isinstance(item, Mapping):
+            return [head + " " + inner[0].lstrip(" "), *inner[1:]]
+        return [head, *inner]
+    if isinstance(item, str) and _literal_safe(item):
+        pad = " " * (indent + 2)
+        return [head + " |", *(pad + line for line in item[:-1].split("\n"))]
+    scalar = _scalar(item)
+    return [head + " " + scalar if scalar else head]
+
+
+def _key(key: str) -> str:
+    # `on` is quoted too: a YAML 1.1 reader (PyYAML) takes it for true.
+    return key if _KEY.fullmatch(key) and key.lower() not in _PLAIN_WORDS else _quoted(key)
+
+
+def _scalar(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, (Mapping, list)):
+        return "{}" if isinstance(value, Mapping) else "[]"
+    text = str(value)
+    plain = (
+        _PLAIN.fullmatch(text)
+        and text.lower() not in _PLAIN_WORDS
+        and ": " not in text
+        and not text.endswith((":", " "))
+    )
+    return text if plain else _quoted(text)
+
+
+def _literal_safe(text: str) -> bool:
+    """Whether `text` reads back the same as a literal block (`|`): several lines of printable
+    ASCII ending in exactly one line break, the first not indented."""
+    return (
+        "\n" in text[:-1]
+        and text.endswith("\n")
+        and not text.endswith("\n\n")
+        and not text.startswith(" ")
+        and all(" " <= c <= "~" for c in text.replace("\n", ""))
+    )
+
+
+def _quoted(text: str) -> str:
+    """`text` double-quoted: printable ASCII as it is, `"` and `\\` escaped, everything else
+    as \\xXX, \\uXXXX or \\UXXXXXXXX."""
+    out = []
+    for c in text:
+        code = ord(c)
+        if c in '"\\':
+            out.append("\\" + c)
+        elif 0x20 <= code <= 0x7E:
+            out.append(c)
+        elif code <= 0xFF:
+            out.append(f"\\x{code:02x}")
+        elif code <= 0xFFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return '"' + "".join(out) + '"'
+
+
+def project_workflow(
+    build_toml: Path,
+    repository_root: Path | None = None,
+    *,
+    runners: Sequence[str] = (),
+    publish: bool = False,
+) -> str:
     """The GitHub Actions workflow building list_variants(build_toml), one job per variant."""
     root = (repository_root or build_toml.parent).resolve()
     resolved = build_toml.resolve()
     if not resolved.is_relative_to(root):
         raise Build2CMakeError(f"{build_toml}: not inside the repository folder {root}")
     relative = PurePosixPath(resolved.relative_to(root).as_posix())
-    return github_workflow(relative, project_variants(load_project(build_toml)))
+    variants = project_variants(load_project(build_toml))
+    return github_workflow(relative, variants, runners=runners, publish=publish)
 
 
 def write_workflow(

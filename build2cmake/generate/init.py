@@ -2,19 +2,20 @@
 
 The files come from our own templates in project_templates/ (rendered when they end in `.j2`,
 copied as they are otherwise). Everything is rendered in memory first, so a bad name or backend
-writes nothing; then each file is written to a temporary file beside it and renamed into place.
+writes nothing; then the files go into the folder the user named, in place (the folder itself is
+never replaced): a record of what init is about to write first, each file atomically, the record
+removed last, so that a killed init's leftovers are known as init's and the next init finishes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
+import hashlib
 import json
 import os
 import re
-import secrets
 import stat
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -23,7 +24,14 @@ import jinja2
 from build2cmake.config.archs import rocm_arch_problem
 from build2cmake.config.model import BUILDABLE_BACKENDS
 from build2cmake.ground.errors import Build2CMakeError, WriteRefusedError
-from build2cmake.ground.safefs import ProjectFolder, anchored, system_folder_refusal
+from build2cmake.ground.safefs import (
+    RECORD_LIMIT_BYTES,
+    ProjectFolder,
+    anchored,
+    is_temporary_name,
+    relative_path,
+    system_folder_refusal,
+)
 
 # The Hub's rule for kernel names (and build.toml's [general].name from edition 5 on).
 KERNEL_NAME = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
@@ -231,48 +239,98 @@ def init_project(
             f"{target}: refusing to create a kernel project in {refused}; name a new folder"
         )
     anchor, relative = _anchor(target)
-    _check_target(target, anchor, relative, sorted(files), force=force)
     with ProjectFolder(anchor) as folder:
-        info = folder.lstat(relative) if relative.parts else None
-        if relative.parts and (info is None or not folder.listdir(relative)):
-            _create_aside(folder, relative, files)
-        else:
-            # Into a folder that holds files (--force) or the anchor itself: file by file, each
-            # atomic; a rerun with --force finishes what a killed one began.
-            folder.makedirs(relative)
-            for name_ in sorted(files):
-                folder.write_atomic(relative / name_, files[name_])
+        _check_target(target, folder, relative, files, force=force)
+        _fill(folder, relative, files)
     return InitReport(target, kernel, chosen, tuple(sorted(files)))
 
 
-# `.<project folder>.b2c-init-<8 hex digits>`: where init builds a new project before moving it
-# into place.
-_ASIDE = re.compile(r"\.(.+)\.b2c-init-[0-9a-f]{8}")
+# What init writes first into the project folder, listing each file it is about to write with
+# the hash of its content, and removes last. A folder holding nothing but that record, the files
+# it lists (as listed) and folders on their way is what a killed init left: the next init fills
+# it again without --force.
+INIT_RECORD = ".build2cmake-init.json"
 
 
-def _create_aside(folder: ProjectFolder, relative: PurePosixPath, files: dict[str, bytes]) -> None:
-    """Write the new project into a folder beside `relative` and rename it into place (over the
-    empty folder, if one is there): a killed or failed init leaves no partial project, and the
-    same init runs again. Folders a killed init left beside it under that name are removed."""
-    parent = relative.parent
-    if parent.parts:
-        folder.makedirs(parent)
-    for entry in folder.listdir(parent) if parent.parts else folder.listdir():
-        match = _ASIDE.fullmatch(entry)
-        if match and match[1] == relative.name and folder.is_dir(parent / entry):
-            folder.rmtree(parent / entry)
-    while True:
-        aside = parent / f".{relative.name}.b2c-init-{secrets.token_hex(4)}"
-        if folder.make_dir(aside):
-            break
+def _fill(folder: ProjectFolder, relative: PurePosixPath, files: dict[str, bytes]) -> None:
+    """Write `files` into the folder `relative` in place: the folder the user named (made if
+    missing) is never replaced, so its inode, mode, owner and whoever has it open or as their
+    working folder stay; the record goes first and last, each file atomically, and the
+    temporary files of killed writes go before the files."""
+    if relative.parts:
+        folder.makedirs(relative)
+    record = {"files": {name: content_hash(files[name]) for name in sorted(files)}}
+    folder.write_atomic(relative / INIT_RECORD, (json.dumps(record, indent=2) + "\n").encode())
+    # What killed writes of an earlier init left beside these names goes first.
+    folder.remove_stale_temporaries([relative / name for name in [INIT_RECORD, *sorted(files)]])
+    for name in sorted(files):
+        folder.write_atomic(relative / name, files[name])
+    folder.unlink(relative / INIT_RECORD)
+
+
+def content_hash(data: bytes) -> str:
+    """The hash init's record lists for a file's content."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _left_by_a_killed_init(
+    folder: ProjectFolder, relative: PurePosixPath, writes: Collection[str]
+) -> bool:
+    """Whether everything in folder `relative` is what a killed init of the same project left:
+    its record (or the temporary file of it), files the record lists with the content it lists
+    and that this init `writes` too, temporary files of init's writes and folders on the way.
+    Nothing is deleted on that account: this init writes over all of it."""
+    listed = {k: v for k, v in _init_record(folder, relative).items() if k in writes}
+    folders = {p for name in listed for p in PurePosixPath(name).parents} - {PurePosixPath()}
+    pending = [PurePosixPath()]
+    while pending:
+        below = pending.pop()
+        entries = folder.listdir(relative / below) if (relative / below).parts else folder.listdir()
+        for entry in entries:
+            name = below / entry
+            names_here = [INIT_RECORD] if not below.parts else []
+            names_here += [
+                PurePosixPath(n).name for n in listed if PurePosixPath(n).parent == below
+            ]
+            if name in folders and folder.is_dir(relative / name):
+                pending.append(name)
+            elif any(is_temporary_name(n, entry) for n in names_here):
+                if not folder.is_file(relative / name):
+                    return False
+            elif str(name) != INIT_RECORD and not _holds(
+                folder, relative / name, listed.get(str(name))
+            ):
+                return False
+    return True
+
+
+def _holds(folder: ProjectFolder, name: PurePosixPath, hash_: str | None) -> bool:
+    """Whether `name` is a regular file whose content has the hash `hash_` (None: none)."""
+    if hash_ is None:
+        return False
     try:
-        for name in sorted(files):
-            folder.write_atomic(aside / name, files[name])
-        folder.rename(aside, relative)
-    except BaseException:
-        with contextlib.suppress(Build2CMakeError):
-            folder.rmtree(aside)
-        raise
+        content = folder.read(name, RECORD_LIMIT_BYTES, "file")
+    except Build2CMakeError:  # a link, a folder, a FIFO...: not init's
+        return False
+    return content is not None and content_hash(content) == hash_
+
+
+def _init_record(folder: ProjectFolder, relative: PurePosixPath) -> dict[str, str]:
+    """The files a killed init's record lists (path -> hash); {} when there is none or it is
+    not one (then only its temporary file can count as init's)."""
+    try:
+        raw = folder.read(relative / INIT_RECORD, RECORD_LIMIT_BYTES, "init's record")
+        data = json.loads(raw.decode("utf-8")) if raw is not None else {}
+    except (Build2CMakeError, UnicodeDecodeError, ValueError):
+        return {}
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict):
+        return {}
+    return {
+        name: value
+        for name, value in files.items()
+        if isinstance(value, str) and relative_path(name) is not None and name != INIT_RECORD
+    }
 
 
 def _anchor(target: Path) -> tuple[Path, PurePosixPath]:
@@ -283,18 +341,27 @@ def _anchor(target: Path) -> tuple[Path, PurePosixPath]:
 
 
 def _check_target(
-    target: Path, anchor: Path, relative: PurePosixPath, files: Sequence[str], *, force: bool
+    target: Path,
+    folder: ProjectFolder,
+    relative: PurePosixPath,
+    files: dict[str, bytes],
+    *,
+    force: bool,
 ) -> None:
-    """Refuse, before anything is written: a non-empty folder without --force, and a symlink
-    (or a file where a folder goes, or a non-file where a file goes) anywhere on the way from
-    `anchor` to the target or to any file init writes."""
+    """Refuse, before anything is written: a non-empty folder without --force (unless all it
+    holds is what a killed init left), and a symlink (or a file where a folder goes, or a
+    non-file where a file goes) anywhere on the way from the anchor to the target or to any
+    file init writes."""
+    anchor = folder.path
+    names = [*sorted(files), INIT_RECORD]
     # Every folder from the anchor down to each file, the target itself included.
-    folders = {parent for f in files for parent in (relative / f).parents} - {PurePosixPath()}
-    for folder in sorted(folders):
-        _check_entry(anchor, folder, want_folder=True)
-    for name in files:
+    folders = {parent for f in names for parent in (relative / f).parents} - {PurePosixPath()}
+    for path in sorted(folders):
+        _check_entry(anchor, path, want_folder=True)
+    for name in names:
         _check_entry(anchor, relative / name, want_folder=False)
-    if (anchor / relative).is_dir() and any((anchor / relative).iterdir()) and not force:
+    holds = folder.listdir(relative) if relative.parts else folder.listdir()
+    if holds and not force and not _left_by_a_killed_init(folder, relative, files):
         raise WriteRefusedError(
             f"{target}: folder is not empty; pick a new folder, or pass --force to write init's "
             "files into it (other files are kept, init's own are replaced)"
