@@ -10,7 +10,7 @@
 #                                   rocwmma-version.hpp its build generates
 #
 # Then name DEST in the settings that read it: BUILD2CMAKE_CORPUS (benchmarks/big_kernels.py's
-# projects; corpus.py, hipify_corpus.py and device_corpus.sh take DEST/kernels-community and
+# projects; corpus.py, hipify_corpus.py and device_corpus.py take DEST/kernels-community and
 # DEST/kernel-builder-examples as arguments) and BUILD2CMAKE_ROCM_GUIDE (tests/test_rocm72.py).
 #
 # Where ../shared/corpus/ beside the repository (or the folder BUILD2CMAKE_CORPUS_TARBALLS
