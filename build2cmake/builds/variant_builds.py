@@ -36,6 +36,7 @@ from build2cmake.builds.variant_env import (
     TorchSources,
     VariantEnv,
     check_torch_release,
+    configured_sources,
     describe_sources,
     index_reachable,
     prepare_env,
@@ -127,6 +128,12 @@ def build_variants(
         # A failure's message may carry a path or name from the clone: escaped like every line.
         with print_lock:
             print(printable(line), file=out, flush=True)
+
+    if isolated:
+        # No source on the command line: the indexes configured for uv or pip.
+        sources = configured_sources(sources, python)
+        if sources.origin:
+            say(f"package sources: {describe_sources(sources)}; --index-url URL overrides them")
 
     def one(index: int, variant: HubVariant) -> VariantResult:
         folder = variant.folder()
