@@ -480,6 +480,7 @@ def build_in_toolchain(
         str(project_dir.resolve() / "build.toml"),
         "--variant", variant.spec, "-j", str(jobs), "--ops-id", ops_id,
         *sources.uv_arguments(),
+        *(["--sources-origin", sources.origin] if sources.origin else []),
         *(arg for d in defines for arg in ("-D", d)),
         *(["--force"] if force else []),
         *(["--allow-toolkit-mismatch"] if allow_toolkit_mismatch else []),
