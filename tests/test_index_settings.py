@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from build2cmake.builds.index_settings import configured, redacted
-from build2cmake.builds.variant_env import PackageSources, configured_sources
+from build2cmake.builds.variant_env import PackageSources, check_torch_release, configured_sources
+from build2cmake.config.hub_variants import parse_variant
 from tests.conftest import FIXTURES
 from tests.test_torch_releases import have_uv, stand_in_wheel
 
@@ -182,6 +183,35 @@ def test_the_command_line_comes_first_then_uvs_settings_then_pips(tmp_path: Path
     pip = configured(pip_env)
     assert not pip.by_uv and pip.index_url == "https://pip.example/simple"
     assert pip.origin.startswith("pip's settings: PIP_INDEX_URL")
+
+
+def file_index(folder: Path, version: str) -> str:
+    """A local simple index holding one stand-in torch."""
+    (folder / "files").mkdir(parents=True)
+    wheel = stand_in_wheel(folder / "files", "torch", version)
+    page = folder / "simple" / "torch"
+    page.mkdir(parents=True)
+    (page / "index.html").write_text(f'<a href="../../files/{wheel.name}">{wheel.name}</a>\n')
+    return f"file://{folder / 'simple'}"
+
+
+def test_pips_indexes_are_compared_as_pip_compares_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pip takes the best release of every index; uv's own rule would stop at the first index
+    # that has torch at all (the extra one, with 2.30 only), and find no 2.31.
+    for name, value in clean_environment(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    for name in [n for n in os.environ if n.startswith(("PIP_", "UV_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PIP_INDEX_URL", file_index(tmp_path / "main", RELEASE))
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", file_index(tmp_path / "extra", "2.30.0+cpu"))
+    sources = configured_sources(PackageSources())
+    assert sources.best_match and sources.origin.startswith(
+        "pip's settings: PIP_INDEX_URL, PIP_EXTRA_INDEX_URL"
+    )
+    release = check_torch_release(parse_variant(VARIANT), sources)
+    assert release.version == RELEASE
 
 
 def test_a_credential_in_any_url_is_redacted() -> None:
