@@ -49,7 +49,7 @@ _RECORD_LIMIT = 8 << 20
 _LOCK_LIMIT = 4 << 20
 _HTTP_SECONDS = 60
 # A range request reads at least this much, so neighbouring members come in one answer.
-_BLOCK = 1 << 20
+_BLOCK = 1 << 18
 _INCLUDE_MEMBER = re.compile(r"nvidia/[^/]+/include/(.+)")
 _SAFE_PART = re.compile(r"[A-Za-z0-9_.+-]+")
 
