@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import http.client
 import json
@@ -529,6 +530,8 @@ class TorchRelease:
     version: str  # as the index names it: "2.14.1", "2.13.0+cpu"
     backend: str | None  # "cpu", "cuda" or "rocm"; None where the index does not say
     toolkit: tuple[int, int] | None = None  # its CUDA or ROCm release
+    # The index or --find-links source uv took it from (uv's index annotation).
+    index: str | None = field(default=None, compare=False)
 
 
 def describe_sources(sources: PackageSources) -> str:
@@ -572,7 +575,7 @@ def _uv_compile(
     command and what uv said go to `log`, as an install's do."""
     command = [
         uv_program(), "pip", "compile", "-", "--python", python, "--no-header", "--no-annotate",
-        *(() if deps else ("--no-deps",)), *sources.uv_arguments(),
+        *(() if deps else ("--no-deps", "--emit-index-annotation")), *sources.uv_arguments(),
     ]  # fmt: skip
     if log is not None:
         print(printable(redacted(f"+ {' '.join(command)} <<< {requirement}")), file=log, flush=True)
@@ -631,22 +634,24 @@ def resolve_torch(
     if pinned is None:
         raise Build2CMakeError(f"uv resolved {requirement} to no torch: {result.stdout[:200]!r}")
     version = pinned[1]
+    served = re.search(r"^torch==\S+\n[ \t]+# from (\S+)", result.stdout, re.MULTILINE)
+    release = functools.partial(TorchRelease, index=served[1] if served else None)
     local = _LOCAL_BUILD.search(version)
     if local is not None:
         if local[1] == "cpu":
-            return TorchRelease(version, "cpu")
+            return release(version, "cpu")
         if local[2] is not None:
-            return TorchRelease(version, "cuda", (int(local[2]), int(local[3])))
-        return TorchRelease(version, "rocm", (int(local[4]), int(local[5])))
+            return release(version, "cuda", (int(local[2]), int(local[3])))
+        return release(version, "rocm", (int(local[4]), int(local[5])))
     if variant.backend != "cuda":
-        return TorchRelease(version, None)  # any build of torch builds a cpu or rocm variant
+        return release(version, None)  # any build of torch builds a cpu or rocm variant
     # PyPI's wheels carry no local version: the CUDA release shows in what the wheel requires.
     # Where that does not resolve (an index without torch's dependencies), it is not known.
     with_deps = _uv_compile(f"torch=={version}", sources, python, deps=True, log=log)
     cuda = _CUDA_PIN.search(with_deps.stdout) if with_deps.returncode == 0 else None
     if cuda is not None:
-        return TorchRelease(version, "cuda", (int(cuda[1]), int(cuda[2])))
-    return TorchRelease(version, "cpu" if with_deps.returncode == 0 else None)
+        return release(version, "cuda", (int(cuda[1]), int(cuda[2])))
+    return release(version, "cpu" if with_deps.returncode == 0 else None)
 
 
 def check_torch_release(
