@@ -80,9 +80,16 @@ def resolve(
     """The library wheels of CUDA `cuda` for this machine, as uv resolves them from the sources
     (its pylock.toml names each wheel's URL)."""
     arch = platform.machine()
+    # The libraries of release X.Y from the first source that has them: an extra index holding
+    # another CUDA release's cuda-toolkit (a mirror of what one torch needs) must not hide PyPI's
+    # (uv's own rule stops at the first index that has the package at all).
+    strategy = (
+        [] if "--index-strategy" in uv_sources else ["--index-strategy", "unsafe-first-match"]
+    )
     command = [
         uv, "pip", "compile", "-", "--format", "pylock.toml", "--no-header",
         "--python", python, "--python-platform", f"{arch}-manylinux_2_28", *uv_sources,
+        *strategy,
     ]  # fmt: skip
     if log is not None:
         shown = redacted(f"+ {' '.join(command)} <<< {requirement(cuda)}")
