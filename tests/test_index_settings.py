@@ -9,6 +9,7 @@ metadata only) of a release no real index has, so that where it resolved from is
 
 from __future__ import annotations
 
+import base64
 import http.server
 import os
 import shutil
@@ -23,6 +24,7 @@ import pytest
 from build2cmake.builds.index_settings import configured, redacted
 from build2cmake.builds.variant_env import PackageSources, check_torch_release, configured_sources
 from build2cmake.config.hub_variants import parse_variant
+from build2cmake.ground.errors import Build2CMakeError
 from tests.conftest import FIXTURES
 from tests.test_torch_releases import have_uv, stand_in_wheel
 
@@ -45,7 +47,8 @@ class Index:
         page.mkdir(parents=True)
         (page / "index.html").write_text(f'<a href="../../files/{wheel.name}">{wheel.name}</a>\n')
         self.asked: list[str] = []
-        asked = self.asked
+        self.authorization: list[str | None] = []
+        asked, authorization = self.asked, self.authorization
 
         class Handler(http.server.SimpleHTTPRequestHandler):
             def __init__(self, *args: object, **kwargs: object) -> None:
@@ -53,6 +56,7 @@ class Index:
 
             def log_message(self, format: str, *args: object) -> None:
                 asked.append(self.path)
+                authorization.append(self.headers.get("Authorization"))
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -213,6 +217,20 @@ def test_pips_indexes_are_compared_as_pip_compares_them(
     release = check_torch_release(parse_variant(VARIANT), sources)
     # uv names the index it took torch from: the main one, not the extra one asked first.
     assert (release.version, release.index) == (RELEASE, os.environ["PIP_INDEX_URL"])
+
+
+def test_an_index_with_a_password_is_listed_with_it_and_shown_without(index: Index) -> None:
+    # The releases named when a series does not exist are read from the index itself: with
+    # the URL's user and password as HTTP basic authentication, as uv sends them.
+    sources = PackageSources(index_url=index.url("me:s3cret@"), origin="pip's settings: test")
+    with pytest.raises(Build2CMakeError) as error:
+        check_torch_release(parse_variant("torch2.30-cpu"), sources)
+    assert str(error.value) == (
+        f"no torch 2.30 release on --index-url {index.url('***@')} (from pip's settings: test); "
+        f"the torch releases there: {RELEASE}"
+    )
+    token = base64.b64encode(b"me:s3cret").decode()
+    assert f"Basic {token}" in index.authorization
 
 
 def test_a_credential_in_any_url_is_redacted() -> None:

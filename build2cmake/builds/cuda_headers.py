@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, TextIO
 
-from build2cmake.builds.index_settings import redacted
+from build2cmake.builds.index_settings import redacted, url_request
 from build2cmake.builds.variant import NEUTRAL_FOLDER
 from build2cmake.ground.errors import Build2CMakeError, printable
 
@@ -154,22 +154,6 @@ def _wheel_for(wheels: object, arch: str) -> str | None:
     return None
 
 
-def _request(url: str, method: str = "GET") -> urllib.request.Request:
-    """A request for `url`; a user:password@ in it (an index of the user's that needs them)
-    sent as HTTP basic authentication, as uv and pip send it."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username is None:
-        return urllib.request.Request(url, method=method)
-    netloc = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
-    request = urllib.request.Request(urllib.parse.urlunsplit(parts._replace(netloc=netloc)),
-                                     method=method)  # fmt: skip
-    user = urllib.parse.unquote(parts.username)
-    password = urllib.parse.unquote(parts.password or "")
-    token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    request.add_header("Authorization", f"Basic {token}")
-    return request
-
-
 class _RangeFile(io.RawIOBase):
     """A remote file read by HTTP range requests, a block at a time (zipfile seeks in it)."""
 
@@ -188,7 +172,7 @@ class _RangeFile(io.RawIOBase):
 
     def _open(self, first_last: tuple[int, int] | None) -> Any:
         method = "HEAD" if first_last is None else "GET"
-        request = _request(self.url, method)
+        request = url_request(self.url, method)
         if first_last is not None:
             request.add_header("Range", f"bytes={first_last[0]}-{first_last[1]}")
         return urllib.request.urlopen(request, timeout=_HTTP_SECONDS)
@@ -268,7 +252,7 @@ def _opened(location: str) -> Iterator[tuple[IO[bytes], Callable[[], int]]]:
 def _download(url: str, into: IO[bytes]) -> int:
     """The whole file at `url` written into `into` (bounded); its size."""
     size = 0
-    with urllib.request.urlopen(_request(url), timeout=_HTTP_SECONDS) as answer:
+    with urllib.request.urlopen(url_request(url), timeout=_HTTP_SECONDS) as answer:
         while chunk := answer.read(1 << 20):
             size += len(chunk)
             if size > _WHOLE_LIMIT:

@@ -21,10 +21,13 @@ A URL is shown with its `user:password@` part replaced by `***@` (`redacted`).
 from __future__ import annotations
 
 import ast
+import base64
 import os
 import re
 import subprocess
 import sys
+import urllib.parse
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +54,22 @@ _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]*@")
 def redacted(text: str) -> str:
     """`text` with the user:password@ part of every URL in it replaced by ***@."""
     return _USERINFO.sub(r"\1***@", text)
+
+
+def url_request(url: str, method: str = "GET") -> urllib.request.Request:
+    """A request for `url`; a user:password@ in it (an index of the user's that needs them)
+    sent as HTTP basic authentication, as uv and pip send it."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return urllib.request.Request(url, method=method)
+    netloc = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    request = urllib.request.Request(urllib.parse.urlunsplit(parts._replace(netloc=netloc)),
+                                     method=method)  # fmt: skip
+    user = urllib.parse.unquote(parts.username)
+    password = urllib.parse.unquote(parts.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    request.add_header("Authorization", f"Basic {token}")
+    return request
 
 
 @dataclass(frozen=True)

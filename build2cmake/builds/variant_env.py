@@ -695,7 +695,8 @@ def existing_releases(sources: PackageSources, machine: str | None = None) -> st
     ) as error:  # fmt: skip
         # http.client's own (a bad status line, a cut-off chunk, too many headers) are not
         # OSErrors: whatever an index answers is one line here, never an internal error.
-        return f" (the releases there could not be listed: {printable(str(error))[:200]})"
+        why = printable(redacted(str(error)))[:200]
+        return f" (the releases there could not be listed: {why})"
     newest: dict[tuple[int, ...], tuple[tuple[int, ...], str]] = {}
     for name in names:
         match = _WHEEL.fullmatch(name)
@@ -765,9 +766,8 @@ def _links_of(where: str, *, package_page: bool) -> list[str]:
         with open(page, "rb") as file:
             body, kind = file.read(_LISTING_LIMIT + 1), "text/html"
     else:
-        request = urllib.request.Request(
-            where, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"}
-        )
+        request = index_settings.url_request(where)
+        request.add_header("Accept", "application/vnd.pypi.simple.v1+json, text/html;q=0.1")
         try:
             with urllib.request.urlopen(request, timeout=_LISTING_SECONDS) as answer:
                 body = _read_by(answer, _LISTING_LIMIT + 1, time.monotonic() + _LISTING_SECONDS)
