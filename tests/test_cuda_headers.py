@@ -207,3 +207,29 @@ def test_cuda_12_and_13_libraries_are_named_by_one_requirement() -> None:
     assert cuda_headers.library_name("nvidia-cusparse") == "cusparse"
     assert cuda_headers.library_name("nvidia-nvjitlink") is None
     assert cuda_headers.library_name("nvidia-cusparselt-cu13") is None
+
+
+def test_the_libraries_are_the_ones_torch_itself_requires() -> None:
+    # torch 2.14.1 from PyPI (its METADATA's Requires-Dist): cuda-toolkit of its own release.
+    torch_214 = [
+        "filelock",
+        "cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,"
+        'nvtx]==13.0.3; platform_system == "Linux"',
+        'nvidia-cusparselt-cu13==0.8.1; platform_system == "Linux"',
+    ]
+    assert cuda_headers.pins(torch_214, (13, 0)) == [
+        'cuda-toolkit[cublas,cusparse,cusolver,curand,cufft]==13.0.3; platform_system == "Linux"'
+    ]
+    # A cu126 build of torch (PyTorch's index, which serves what its torch requires): the
+    # libraries pinned one by one.
+    torch_cu126 = [
+        'nvidia-cublas-cu12==12.6.4.1; platform_system == "Linux" and platform_machine == "x86_64"',
+        'nvidia-cusparse-cu12==12.5.4.2; platform_system == "Linux"',
+        'nvidia_cusolver_cu12==11.7.1.2; platform_system == "Linux"',
+        'nvidia-cudnn-cu12==9.5.1.17; platform_system == "Linux"',
+    ]
+    assert cuda_headers.pins(torch_cu126, (12, 6)) == [torch_cu126[0], *torch_cu126[1:3]]
+    # A CPU torch compiling a CUDA variant requires none: the variant's release decides.
+    assert cuda_headers.pins(["filelock", "sympy>=1.13.3"], (13, 2)) == [
+        "cuda-toolkit[cublas,cusparse,cusolver,curand,cufft]==13.2.*"
+    ]

@@ -30,7 +30,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, TextIO
@@ -59,6 +59,27 @@ def requirement(cuda: tuple[int, int]) -> str:
     return f"cuda-toolkit[{','.join(LIBRARIES)}]=={cuda[0]}.{cuda[1]}.*"
 
 
+_REQUIREMENT = re.compile(r"\s*([A-Za-z0-9._-]+)\s*(\[[^\]]*\])?(.*)")
+
+
+def pins(torch_requires: Sequence[str], cuda: tuple[int, int]) -> list[str]:
+    """What picks the libraries' wheels: torch's own requirements of them
+    (`cuda-toolkit[...]==13.0.3` from torch 2.14, `nvidia-cusparse-cu12==12.5.4.2` before),
+    which an index serving that torch serves too; else (a CPU torch compiling a CUDA variant)
+    the cuda-toolkit of release `cuda`."""
+    found = []
+    for line in torch_requires:
+        match = _REQUIREMENT.fullmatch(line)
+        if match is None:
+            continue
+        name = re.sub(r"[-_.]+", "-", match[1]).lower()
+        if name == "cuda-toolkit":
+            found.append(f"cuda-toolkit[{','.join(LIBRARIES)}]{match[3]}")
+        elif library_name(name) is not None:
+            found.append(line.strip())
+    return found or [requirement(cuda)]
+
+
 @dataclass(frozen=True)
 class Wheel:
     """One library wheel: its package, version and where it is (a URL or a local path)."""
@@ -75,10 +96,10 @@ def library_name(package: str) -> str | None:
 
 
 def resolve(
-    cuda: tuple[int, int], uv_sources: list[str], uv: str, python: str, log: TextIO | None
+    wanted: list[str], uv_sources: list[str], uv: str, python: str, log: TextIO | None
 ) -> list[Wheel]:
-    """The library wheels of CUDA `cuda` for this machine, as uv resolves them from the sources
-    (its pylock.toml names each wheel's URL)."""
+    """The library wheels `wanted` (pins) names for this machine, as uv resolves them from the
+    sources (its pylock.toml names each wheel's URL)."""
     arch = platform.machine()
     # The libraries of release X.Y from the first source that has them: an extra index holding
     # another CUDA release's cuda-toolkit (a mirror of what one torch needs) must not hide PyPI's
@@ -92,12 +113,12 @@ def resolve(
         *strategy,
     ]  # fmt: skip
     if log is not None:
-        shown = redacted(f"+ {' '.join(command)} <<< {requirement(cuda)}")
+        shown = redacted(f"+ {' '.join(command)} <<< {' '.join(wanted)}")
         print(printable(shown), file=log, flush=True)
     try:
         result = subprocess.run(
             command,
-            input=requirement(cuda) + "\n",
+            input="".join(w + "\n" for w in wanted),
             capture_output=True,
             text=True,
             cwd=NEUTRAL_FOLDER,
@@ -105,12 +126,12 @@ def resolve(
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise Build2CMakeError(f"uv did not resolve {requirement(cuda)} within 120 s") from None
+        raise Build2CMakeError(f"uv did not resolve {' '.join(wanted)} within 120 s") from None
     if result.returncode != 0 or len(result.stdout) > _LOCK_LIMIT:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1].strip()
         raise Build2CMakeError(
-            f"uv could not resolve {requirement(cuda)} (the CUDA library headers torch's CUDA "
-            f"headers include): {printable(redacted(last))[:300]}"
+            f"uv could not resolve {printable(' '.join(wanted))} (the CUDA library headers "
+            f"torch's CUDA headers include): {printable(redacted(last))[:300]}"
         )
     wheels = []
     for package in _parse_toml(result.stdout).get("packages", []):
@@ -123,7 +144,8 @@ def resolve(
         wheels.append(Wheel(name, str(package.get("version")), location))
     missing = set(LIBRARIES) - {library_name(w.name) for w in wheels}
     if missing:
-        raise Build2CMakeError(f"{requirement(cuda)} resolved without {', '.join(sorted(missing))}")
+        asked = printable(" ".join(wanted))
+        raise Build2CMakeError(f"{asked} resolved without {', '.join(sorted(missing))}")
     return sorted(wheels, key=lambda w: w.name)
 
 
@@ -361,7 +383,7 @@ def _with_credentials(wheel: Wheel, uv_sources: list[str]) -> Wheel:
 
 
 def install(
-    cuda: tuple[int, int],
+    wanted: list[str],
     include: Path,
     *,
     uv_sources: list[str],
@@ -369,10 +391,11 @@ def install(
     python: str,
     log: TextIO | None,
 ) -> None:
-    """Put the headers of the CUDA `cuda` libraries torch's CUDA headers include into
-    `include`, saying on `log` which wheels they came from and how much was read."""
+    """Put the headers of the CUDA libraries torch's CUDA headers include, of the wheels
+    `wanted` (pins) names, into `include`, saying on `log` which wheels they came from and how
+    much was read."""
     include.mkdir(parents=True, exist_ok=True)
-    for wheel in resolve(cuda, uv_sources, uv, python, log):
+    for wheel in resolve(wanted, uv_sources, uv, python, log):
         wheel = _with_credentials(wheel, uv_sources)
         count, read = extract_headers(wheel, include)
         fetched = f"{read >> 10} KiB read from" if read else "from"

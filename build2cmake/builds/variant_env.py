@@ -349,12 +349,14 @@ def _create(
     env_python = path / "bin" / "python"
     _uv(["venv", "--quiet", "--python", python, str(path)], log)
     install = ["pip", "install", "--python", str(env_python), *sources.uv_arguments()]
+    torch_requires: list[str] = []
     if variant.framework == "tvm-ffi":
         # apache-tvm-ffi's own dependencies are small and needed; there is no torch to trim.
         _uv([*install, *packages], log)
     else:
         _uv([*install, "--no-deps", *packages], log)
-        extra = _torch_build_dependencies(env_python)
+        torch_requires = _torch_requirements(env_python)
+        extra = _torch_build_dependencies(torch_requires)
         if extra:
             _uv([*install, *extra], log)
     if variant.backend == "cuda" or variant.framework == "tvm-ffi":
@@ -373,7 +375,7 @@ def _create(
         _merge_toolkit(cuda_root, path / "cuda")
     if cuda is not None and _library_headers(variant):
         cuda_headers.install(
-            cuda,
+            cuda_headers.pins(torch_requires, cuda),
             _library_include(path, cuda),
             uv_sources=sources.uv_arguments(),
             uv=uv_program(),
@@ -417,8 +419,8 @@ def _python_minor(python: Path) -> str:
     return result.stdout.strip()
 
 
-def _torch_build_dependencies(python: Path) -> list[str]:
-    """torch's declared dependencies minus the GPU runtime ones (markers kept)."""
+def _torch_requirements(python: Path) -> list[str]:
+    """torch's declared dependencies (markers kept, extras' left out)."""
     code = (
         "import importlib.metadata as m\n"
         "for r in m.requires('torch') or []:\n"
@@ -429,11 +431,12 @@ def _torch_build_dependencies(python: Path) -> list[str]:
     )
     if result.returncode != 0:
         raise Build2CMakeError(f"{python}: cannot read torch's dependencies: {result.stderr}")
-    return [
-        line.strip()
-        for line in result.stdout.splitlines()
-        if line.strip() and not line.strip().lower().startswith(_RUNTIME_ONLY)
-    ]
+    return [line.strip() for line in result.stdout.splitlines() if line.strip()]
+
+
+def _torch_build_dependencies(requires: list[str]) -> list[str]:
+    """torch's declared dependencies minus the GPU runtime ones."""
+    return [line for line in requires if not line.lower().startswith(_RUNTIME_ONLY)]
 
 
 def _merge_toolkit(nvidia: Path, toolkit: Path) -> None:
