@@ -8,8 +8,9 @@ their wheels are large (cuBLAS alone is over 400 MB), so only the members under 
 read from each wheel: over HTTP by range requests (a zip's central directory names where each
 member is), from a local file directly.
 
-Which wheels: the release's `cuda-toolkit` metapackage pins each library to the CUDA release
-(`cuda-toolkit[cublas,...]==13.0.*`), resolved by uv against the variant's package sources, so
+Which wheels: those torch itself requires (`cuda-toolkit[cublas,...]==13.0.3`, whose extras pin
+each library to the CUDA release, or `nvidia-cusparse-cu12==...` pins), else the variant's
+release's `cuda-toolkit[...]==X.Y.*`, resolved by uv against the variant's package sources, so
 CUDA 12 (`nvidia-cusparse-cu12`) and CUDA 13 (`nvidia-cusparse`) take the same path. Each
 header is checked against the wheel's RECORD and written only inside the target folder.
 """
