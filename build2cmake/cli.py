@@ -271,7 +271,10 @@ def _add_variant_options(bld: argparse.ArgumentParser) -> None:
         "(no downloads); each variant must be what this environment builds",
     )
     group.add_argument(
-        "--index-url", metavar="URL", help="package index for torch and nvcc (default PyPI)"
+        "--index-url",
+        metavar="URL",
+        help="package index for torch and nvcc (default: the one configured for uv or pip, "
+        "else PyPI)",
     )
     group.add_argument(
         "--extra-index-url", action="append", default=[], metavar="URL", help="repeatable"

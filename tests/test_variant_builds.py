@@ -229,6 +229,34 @@ def test_cpu_and_cuda_variants_from_package_indexes(tmp_path: Path) -> None:
         assert "reusing " in log and "uv pip install" not in log, variant
 
 
+@pytest.mark.variants
+@pytest.mark.cuda
+@pytest.mark.skipif(not have_uv(), reason="no uv (pip install uv)")
+def test_a_cuda_variant_compiles_a_kernel_that_includes_torchs_cuda_context(
+    tmp_path: Path,
+) -> None:
+    # ATen/cuda/CUDAContext.h includes cusparse.h, cublas_v2.h, cublasLt.h and cusolverDn.h:
+    # the environment holds those headers of CUDA 13.0's libraries, read from their wheels
+    # (#59). One capability, one small source: the environment is torch2.14-cu130's of the
+    # test above, reused.
+    root = copy_project(FIXTURES / "cuda_context", tmp_path / "cuda_context")
+    result = run_cli("build", root / "build.toml", "--variants", "torch2.14-cu130",
+                     *LOCAL_SOURCES, "-j", "2")  # fmt: skip
+    log = (root / "build" / "cmake-torch2.14-cu130.log").read_text()
+    assert result.returncode == 0, result.stdout[-2000:] + log[-5000:]
+    variant_dir = root / "build" / f"torch214-cxx11-cu130-{platform.machine()}-linux"
+    metadata = json.loads((variant_dir / "metadata.json").read_text())
+    assert metadata["backend"] == {"type": "cuda", "archs": ["8.0"]}
+    (library,) = variant_dir.glob("_cuda_context_cuda_*.abi3.so")
+    assert needed_cudart(library) == ["libcudart.so.13"]
+    # The headers are those of the libraries of torch's CUDA release, in its toolkit folder.
+    env = Path(re.findall(r"^(?:reusing |\+ \S+ venv .* )(\S+)$", log, re.MULTILINE)[-1])
+    record = json.loads((env / ".build2cmake-env.json").read_text())
+    assert record["library_headers"] == ["cublas", "cusparse", "cusolver", "curand", "cufft"]
+    for header in ("cusparse.h", "cublas_v2.h", "cublasLt.h", "cusolverDn.h", "curand_kernel.h"):
+        assert (env / "cuda" / "include" / header).is_file(), header
+
+
 def test_no_isolation_builds_the_variant_this_environment_makes_and_refuses_others(
     tmp_path: Path,
 ) -> None:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from build2cmake import api
-from build2cmake.builds import variant_builds
+from build2cmake.builds import variant_builds, variant_env
 from build2cmake.builds.builder import fresh_cache_arguments
 from build2cmake.builds.variant import toolkit_for_variant
 from build2cmake.builds.variant_builds import VariantResult, split_jobs, summary_table
@@ -415,6 +415,29 @@ def test_cuda_12_comes_from_the_machine_and_its_absence_is_one_clear_error(
     (tmp_path / "cuda" / "bin" / "nvcc").write_text("")
     monkeypatch.setenv("CUDA_HOME_12_8", str(tmp_path / "cuda"))
     assert system_toolkit((12, 8)) == tmp_path / "cuda"
+
+
+def test_cuda_12_library_headers_are_searched_after_the_machines_toolkit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 12.x variant compiles with the machine's toolkit; the CUDA library headers read from
+    # PyPI (#59) sit in a folder of their own, on CPATH after whatever CPATH already holds, so
+    # a complete toolkit's own copies (-I) come first.
+    (tmp_path / "cuda" / "bin").mkdir(parents=True)
+    (tmp_path / "cuda" / "bin" / "nvcc").write_text("")
+    monkeypatch.setenv("CUDA_HOME_12_8", str(tmp_path / "cuda"))
+    monkeypatch.setenv("CPATH", "/users/own")
+    env_path = tmp_path / "env"
+    (env_path / "cuda-libraries" / "include").mkdir(parents=True)
+    described = variant_env._described(parse_variant("torch2.13-cu128"), env_path, (12, 8))
+    assert described.env["CPATH"] == f"/users/own:{env_path / 'cuda-libraries' / 'include'}"
+    assert described.env["CUDA_HOME"] == str(tmp_path / "cuda")
+    # 13.x: the headers are in the toolkit made from PyPI; CPATH is left as it was.
+    (env_path / "cuda" / "bin").mkdir(parents=True)
+    (env_path / "cuda" / "include").mkdir()
+    (env_path / "cuda" / "bin" / "nvcc").write_text("")
+    described = variant_env._described(parse_variant("torch2.14-cu130"), env_path, (13, 0))
+    assert described.env["CPATH"] == "/users/own"
 
 
 # ROCm installations by version (rocm_installs), on fake trees: a few files at a temp path.

@@ -9,6 +9,7 @@ reads (variant_builds.build_in_toolchain).
 
     python -P -m build2cmake.builds.inside BUILD_TOML --variant SPEC --ops-id ID -j N
         [--index-url URL] [--extra-index-url URL]... [--find-links PATH]...
+        [--index-strategy unsafe-best-match] [--sources-origin TEXT]
         [-D NAME=VALUE]... [--force] [--allow-toolkit-mismatch]
 """
 
@@ -37,6 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--index-url")
     parser.add_argument("--extra-index-url", action="append", default=[])
     parser.add_argument("--find-links", action="append", default=[])
+    # The sources came from the user's pip settings outside (variant_env.configured_sources).
+    parser.add_argument("--index-strategy", choices=["unsafe-best-match"])
+    parser.add_argument("--sources-origin", default="")
     parser.add_argument("-D", dest="defines", action="append", default=[])
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--allow-toolkit-mismatch", action="store_true")
@@ -54,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 index_url=args.index_url,
                 extra_index_urls=tuple(args.extra_index_url),
                 find_links=tuple(args.find_links),
+                origin=args.sources_origin,
+                best_match=args.index_strategy == "unsafe-best-match",
             ),
             jobs=args.jobs,
             defines=args.defines,

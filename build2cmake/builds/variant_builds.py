@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 from typing import TextIO
 
 from build2cmake.builds import builder, dist_jobs
+from build2cmake.builds.index_settings import redacted
 from build2cmake.builds.variant import NEUTRAL_FOLDER, installed_torch_toolkit
 from build2cmake.builds.variant_env import (
     PackageSources,
@@ -36,6 +37,7 @@ from build2cmake.builds.variant_env import (
     TorchSources,
     VariantEnv,
     check_torch_release,
+    configured_sources,
     describe_sources,
     index_reachable,
     prepare_env,
@@ -128,6 +130,12 @@ def build_variants(
         with print_lock:
             print(printable(line), file=out, flush=True)
 
+    if isolated:
+        # No source on the command line: the indexes configured for uv or pip.
+        sources = configured_sources(sources, python)
+        if sources.origin:
+            say(f"package sources: {describe_sources(sources)}; --index-url URL overrides them")
+
     def one(index: int, variant: HubVariant) -> VariantResult:
         folder = variant.folder()
         log_path = build_root / f"cmake-{variant.spec}.log"
@@ -214,6 +222,7 @@ def _build_one(
         print(printable(f"ROCm {install.version} from {install.found_in}"), file=log, flush=True)
         rocm_defines.append(f"BUILD2CMAKE_ROCM_PATH={install.root}")
     stand_in: dict[str, object] | None = None
+    resolved: list[TorchRelease] = []  # the torch release asked of the index, when it was
     if isolated:
         chosen = torch_sources(variant, sources, reachable=reachable)
         if chosen.unreachable is not None:
@@ -227,6 +236,7 @@ def _build_one(
             # the variant's CUDA release: one line before anything is downloaded.
             if variant.framework == "torch":
                 release = check_torch_release(variant, chosen.sources, python=python, log=log)
+                resolved.append(release)
                 where = describe_sources(chosen.sources)
                 print(printable(f"torch {release.version} from {where}: {_built_for(release)}"),
                       file=log)  # fmt: skip
@@ -269,8 +279,16 @@ def _build_one(
         report = builder.install_variant(project, project_dir, compiled, force=force)
     backend_info = report.metadata.get("backend", {})
     archs = backend_info.get("archs", []) if isinstance(backend_info, dict) else []
+    # Where its torch came from, said where the index was asked (not when the environment was
+    # reused): the index uv took it from.
+    notes = [f"torch {r.version} from {redacted(r.index)}" for r in resolved if r.index]
     return VariantResult(
-        variant, folder, True, 0.0, tuple(str(a) for a in archs), note=_stand_in_note(stand_in)
+        variant,
+        folder,
+        True,
+        0.0,
+        tuple(str(a) for a in archs),
+        note="; ".join(n for n in [*notes, _stand_in_note(stand_in)] if n),
     )
 
 
@@ -473,6 +491,7 @@ def build_in_toolchain(
         str(project_dir.resolve() / "build.toml"),
         "--variant", variant.spec, "-j", str(jobs), "--ops-id", ops_id,
         *sources.uv_arguments(),
+        *(["--sources-origin", sources.origin] if sources.origin else []),
         *(arg for d in defines for arg in ("-D", d)),
         *(["--force"] if force else []),
         *(["--allow-toolkit-mismatch"] if allow_toolkit_mismatch else []),

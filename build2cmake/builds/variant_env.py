@@ -18,6 +18,10 @@ What goes in:
   machine's toolkit, $CUDA_HOME_12_Y or /usr/local/cuda-12.Y.
 - CPU variants against a CUDA torch (PyPI's Linux torch): the toolkit of torch's CUDA release
   too, because torch's CMake package looks for it.
+- CUDA variants of torch: the headers of the CUDA libraries torch's own CUDA headers include
+  (cuBLAS, cuSPARSE, cuSOLVER, cuRAND, cuFFT; `ATen/cuda/CUDAContext.h` needs the first three)
+  of the variant's release, read from their wheels without the libraries (cuda_headers): into
+  the toolkit folder for 13.x, on CPATH after the machine's toolkit for 12.x.
 - `nvidia-cutlass` when a CUDA kernel depends on cutlass.
 - ROCm variants: torch from PyTorch's ROCm index of the variant's release
   (https://download.pytorch.org/whl/rocmX.Y; ROCm torch is not on PyPI), or the user's
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import http.client
 import json
@@ -50,6 +55,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from build2cmake.builds import cuda_headers, index_settings
+from build2cmake.builds.index_settings import redacted
 from build2cmake.builds.variant import NEUTRAL_FOLDER
 from build2cmake.config.hub_variants import HubVariant
 from build2cmake.ground.errors import Build2CMakeError, printable
@@ -66,6 +73,11 @@ class PackageSources:
     index_url: str | None = None
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
+    # Where these came from when not from the command line (index_settings), for messages.
+    origin: str = ""
+    # pip's rule for several indexes: every index's releases compared (uv: the first index
+    # that has a package).
+    best_match: bool = False
 
     def uv_arguments(self) -> list[str]:
         """The uv pip install options that name these sources (a folder as an absolute path:
@@ -77,7 +89,33 @@ class PackageSources:
             args += ["--extra-index-url", _absolute(url)]
         for link in self.find_links:
             args += ["--find-links", _absolute(link)]
+        if self.best_match:
+            args += ["--index-strategy", "unsafe-best-match"]
         return args
+
+    def named(self) -> bool:
+        """Whether any source is named (else uv's defaults: PyPI, or uv's own settings)."""
+        return bool(self.index_url or self.extra_index_urls or self.find_links)
+
+
+def configured_sources(given: PackageSources, python: str = sys.executable) -> PackageSources:
+    """`given` when the command line named a source; else the indexes the user configured for
+    uv or pip (index_settings has the precedence), with where they came from."""
+    if given.named() or given.origin:
+        return given
+    found = index_settings.configured(python=python)
+    if found.by_uv:
+        # uv reads its own settings; they are named in messages, not passed.
+        return replace(given, origin=found.origin)
+    if not found.origin:
+        return given
+    return PackageSources(
+        found.index_url,
+        found.extra_index_urls,
+        found.find_links,
+        origin=found.origin,
+        best_match=True,
+    )
 
 
 def _absolute(source: str) -> str:
@@ -123,7 +161,8 @@ def torch_sources(
     """The sources of `variant`'s environment: for a ROCm variant PyTorch's ROCm index of its
     release, unless the user named an index (--index-url) or that index cannot be reached
     (then `sources` as given: PyPI's torch of the same release stands in)."""
-    if variant.backend != "rocm" or variant.toolkit is None or sources.index_url:
+    chosen_index = sources.index_url and not sources.origin  # --index-url, not a mirror of PyPI
+    if variant.backend != "rocm" or variant.toolkit is None or chosen_index:
         return TorchSources(sources)
     index = rocm_torch_index(variant.toolkit)
     if reachable(index + "/torch/"):
@@ -227,17 +266,22 @@ def _locked_file(path: Path) -> Iterator[None]:
 
 def _uv(args: Sequence[str], log: TextIO | None) -> None:
     command = [uv_program(), *args]
-    print(printable("+ " + " ".join(command)), file=log or sys.stdout, flush=True)
+    print(printable(redacted("+ " + " ".join(command))), file=log or sys.stdout, flush=True)
     # In a neutral folder: uv reads uv.toml and pyproject.toml's [tool.uv] from the folder it
     # runs in and its parents, and a clone's would add its own indexes or wheels to the cached
     # environment every later build of that variant reuses (the user's uv.toml still applies).
     result = subprocess.run(
         command,
-        stdout=log,
-        stderr=subprocess.STDOUT if log is not None else None,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
         cwd=NEUTRAL_FOLDER,
         check=False,
     )
+    # uv's words quote the index URLs: shown without their user:password@.
+    for line in result.stdout.splitlines():
+        print(printable(redacted(line)), file=log or sys.stdout, flush=True)
     if result.returncode != 0:
         where = f"; see {log.name}" if log is not None else ""
         raise Build2CMakeError(f"uv {args[0]} {args[1]} failed (exit {result.returncode}){where}")
@@ -259,7 +303,9 @@ def prepare_env(
     python_version = sys.version if python == sys.executable else python
     recipe = {
         "packages": packages,
+        "library_headers": list(cuda_headers.LIBRARIES) if _library_headers(variant) else [],
         "sources": sources.uv_arguments(),
+        "origin": sources.origin,
         "python": str(Path(python).resolve()),
         "python_version": python_version,
     }
@@ -277,7 +323,9 @@ def prepare_env(
             if before_create is not None:
                 before_create()
             cuda = _create(path, python, variant, packages, sources, log)
-            record.write_text(json.dumps({**recipe, "cuda": cuda}, indent=2) + "\n", "utf-8")
+            # The record names the sources without their credentials (the key covers them).
+            shown = {**recipe, "sources": [redacted(a) for a in recipe["sources"]], "cuda": cuda}
+            record.write_text(json.dumps(shown, indent=2) + "\n", "utf-8")
         else:
             print(printable(f"reusing {path}"), file=log or sys.stdout, flush=True)
     return _described(variant, path, tuple(cuda) if cuda else None)
@@ -301,12 +349,14 @@ def _create(
     env_python = path / "bin" / "python"
     _uv(["venv", "--quiet", "--python", python, str(path)], log)
     install = ["pip", "install", "--python", str(env_python), *sources.uv_arguments()]
+    torch_requires: list[str] = []
     if variant.framework == "tvm-ffi":
         # apache-tvm-ffi's own dependencies are small and needed; there is no torch to trim.
         _uv([*install, *packages], log)
     else:
         _uv([*install, "--no-deps", *packages], log)
-        extra = _torch_build_dependencies(env_python)
+        torch_requires = _torch_requirements(env_python)
+        extra = _torch_build_dependencies(torch_requires)
         if extra:
             _uv([*install, *extra], log)
     if variant.backend == "cuda" or variant.framework == "tvm-ffi":
@@ -323,7 +373,28 @@ def _create(
     cuda_root = path / "lib" / f"python{_python_minor(env_python)}" / "site-packages" / "nvidia"
     if cuda_root.is_dir():
         _merge_toolkit(cuda_root, path / "cuda")
+    if cuda is not None and _library_headers(variant):
+        cuda_headers.install(
+            cuda_headers.pins(torch_requires, cuda),
+            _library_include(path, cuda),
+            uv_sources=sources.uv_arguments(),
+            uv=uv_program(),
+            python=str(env_python),
+            log=log,
+        )
     return list(cuda) if cuda is not None else None
+
+
+def _library_headers(variant: HubVariant) -> bool:
+    """Whether `variant`'s environment gets the CUDA library headers: a CUDA build against
+    torch, whose CUDA headers include them."""
+    return variant.backend == "cuda" and variant.framework == "torch"
+
+
+def _library_include(path: Path, cuda: tuple[int, int]) -> Path:
+    """Where the CUDA library headers go: beside the runtime's in the toolkit made from PyPI
+    (13.x), else a folder of their own, searched after the machine's toolkit (12.x)."""
+    return path / ("cuda" if toolkit_packages(cuda) else "cuda-libraries") / "include"
 
 
 def _torch_cuda(python: Path) -> tuple[int, int] | None:
@@ -348,8 +419,8 @@ def _python_minor(python: Path) -> str:
     return result.stdout.strip()
 
 
-def _torch_build_dependencies(python: Path) -> list[str]:
-    """torch's declared dependencies minus the GPU runtime ones (markers kept)."""
+def _torch_requirements(python: Path) -> list[str]:
+    """torch's declared dependencies (markers kept, extras' left out)."""
     code = (
         "import importlib.metadata as m\n"
         "for r in m.requires('torch') or []:\n"
@@ -360,11 +431,12 @@ def _torch_build_dependencies(python: Path) -> list[str]:
     )
     if result.returncode != 0:
         raise Build2CMakeError(f"{python}: cannot read torch's dependencies: {result.stderr}")
-    return [
-        line.strip()
-        for line in result.stdout.splitlines()
-        if line.strip() and not line.strip().lower().startswith(_RUNTIME_ONLY)
-    ]
+    return [line.strip() for line in result.stdout.splitlines() if line.strip()]
+
+
+def _torch_build_dependencies(requires: list[str]) -> list[str]:
+    """torch's declared dependencies minus the GPU runtime ones."""
+    return [line for line in requires if not line.lower().startswith(_RUNTIME_ONLY)]
 
 
 def _merge_toolkit(nvidia: Path, toolkit: Path) -> None:
@@ -419,6 +491,10 @@ def _described(variant: HubVariant, path: Path, cuda: tuple[int, int] | None) ->
         env["CUDA_HOME"] = env["CUDA_PATH"] = str(toolkit)
         env["PATH"] = os.pathsep.join([str(toolkit / "bin"), env["PATH"]])
         defines.append(f"CUDAToolkit_ROOT={toolkit}")
+        libraries = _library_include(path, cuda)
+        if _library_headers(variant) and not toolkit_packages(cuda) and libraries.is_dir():
+            # CPATH is searched after every -I, so the machine's own copies come first.
+            env["CPATH"] = os.pathsep.join(filter(None, [env.get("CPATH"), str(libraries)]))
         if variant.backend == "cuda":
             defines.append(f"CMAKE_CUDA_COMPILER={nvcc}")
     return VariantEnv(path=path, python=path / "bin" / "python", env=env, defines=tuple(defines))
@@ -457,10 +533,15 @@ class TorchRelease:
     version: str  # as the index names it: "2.14.1", "2.13.0+cpu"
     backend: str | None  # "cpu", "cuda" or "rocm"; None where the index does not say
     toolkit: tuple[int, int] | None = None  # its CUDA or ROCm release
+    # The index or --find-links source uv took it from (uv's index annotation).
+    index: str | None = field(default=None, compare=False)
 
 
 def describe_sources(sources: PackageSources) -> str:
-    """The sources in words, for messages: PyPI, or the user's."""
+    """The sources in words, for messages: PyPI, or the user's (and where they were configured),
+    without the credentials of any URL."""
+    if sources.origin and not sources.named():
+        return redacted(sources.origin)  # uv's own settings
     named = [
         *([f"--index-url {sources.index_url}"] if sources.index_url else []),
         *(f"--extra-index-url {u}" for u in sources.extra_index_urls),
@@ -468,7 +549,17 @@ def describe_sources(sources: PackageSources) -> str:
     ]
     if not named:
         return "PyPI"
-    return ("PyPI and " if not sources.index_url else "") + ", ".join(named)
+    text = ("PyPI and " if not sources.index_url else "") + ", ".join(named)
+    return redacted(text + (f" (from {sources.origin})" if sources.origin else ""))
+
+
+# What uv says when it cannot reach an index (a name that does not resolve, a refused or timed
+# out connection, a proxy or TLS failure).
+_UNREACHABLE = re.compile(
+    r"lookup address|dns error|connect error|Connection refused|timed out|Network is unreachable"
+    r"|error sending request|tunnel|certificate|Could not connect|client error \(Connect\)",
+    re.IGNORECASE,
+)
 
 
 def _series(version: tuple[int, int]) -> str:
@@ -487,10 +578,10 @@ def _uv_compile(
     command and what uv said go to `log`, as an install's do."""
     command = [
         uv_program(), "pip", "compile", "-", "--python", python, "--no-header", "--no-annotate",
-        *(() if deps else ("--no-deps",)), *sources.uv_arguments(),
+        *(() if deps else ("--no-deps", "--emit-index-annotation")), *sources.uv_arguments(),
     ]  # fmt: skip
     if log is not None:
-        print(printable(f"+ {' '.join(command)} <<< {requirement}"), file=log, flush=True)
+        print(printable(redacted(f"+ {' '.join(command)} <<< {requirement}")), file=log, flush=True)
     try:
         result = subprocess.run(
             command,
@@ -509,7 +600,7 @@ def _uv_compile(
     if log is not None:
         # uv's own words, each line escaped: they quote what the index served.
         for line in (result.stdout + result.stderr).splitlines():
-            print(printable(line), file=log, flush=True)
+            print(printable(redacted(line)), file=log, flush=True)
     return result
 
 
@@ -533,30 +624,37 @@ def resolve_torch(
             )
         last = (result.stderr.strip().splitlines() or ["no output"])[-1].strip()
         last = re.sub(r"^(?:error|cause): ", "", last)
+        if _UNREACHABLE.search(result.stderr):
+            raise Build2CMakeError(
+                f"the package index cannot be reached: {describe_sources(sources)} "
+                f"({printable(redacted(last))[:200]}); name one that can with --index-url URL"
+            )
         raise Build2CMakeError(
             f"uv could not resolve {requirement} from {describe_sources(sources)}: "
-            f"{printable(last)[:300]}"
+            f"{printable(redacted(last))[:300]}"
         )
     pinned = re.search(r"^torch==(\S+)", result.stdout, re.MULTILINE)
     if pinned is None:
         raise Build2CMakeError(f"uv resolved {requirement} to no torch: {result.stdout[:200]!r}")
     version = pinned[1]
+    served = re.search(r"^torch==\S+\n[ \t]+# from (\S+)", result.stdout, re.MULTILINE)
+    release = functools.partial(TorchRelease, index=served[1] if served else None)
     local = _LOCAL_BUILD.search(version)
     if local is not None:
         if local[1] == "cpu":
-            return TorchRelease(version, "cpu")
+            return release(version, "cpu")
         if local[2] is not None:
-            return TorchRelease(version, "cuda", (int(local[2]), int(local[3])))
-        return TorchRelease(version, "rocm", (int(local[4]), int(local[5])))
+            return release(version, "cuda", (int(local[2]), int(local[3])))
+        return release(version, "rocm", (int(local[4]), int(local[5])))
     if variant.backend != "cuda":
-        return TorchRelease(version, None)  # any build of torch builds a cpu or rocm variant
+        return release(version, None)  # any build of torch builds a cpu or rocm variant
     # PyPI's wheels carry no local version: the CUDA release shows in what the wheel requires.
     # Where that does not resolve (an index without torch's dependencies), it is not known.
     with_deps = _uv_compile(f"torch=={version}", sources, python, deps=True, log=log)
     cuda = _CUDA_PIN.search(with_deps.stdout) if with_deps.returncode == 0 else None
     if cuda is not None:
-        return TorchRelease(version, "cuda", (int(cuda[1]), int(cuda[2])))
-    return TorchRelease(version, "cpu" if with_deps.returncode == 0 else None)
+        return release(version, "cuda", (int(cuda[1]), int(cuda[2])))
+    return release(version, "cpu" if with_deps.returncode == 0 else None)
 
 
 def check_torch_release(
@@ -600,7 +698,8 @@ def existing_releases(sources: PackageSources, machine: str | None = None) -> st
     ) as error:  # fmt: skip
         # http.client's own (a bad status line, a cut-off chunk, too many headers) are not
         # OSErrors: whatever an index answers is one line here, never an internal error.
-        return f" (the releases there could not be listed: {printable(str(error))[:200]})"
+        why = printable(redacted(str(error)))[:200]
+        return f" (the releases there could not be listed: {why})"
     newest: dict[tuple[int, ...], tuple[tuple[int, ...], str]] = {}
     for name in names:
         match = _WHEEL.fullmatch(name)
@@ -670,9 +769,8 @@ def _links_of(where: str, *, package_page: bool) -> list[str]:
         with open(page, "rb") as file:
             body, kind = file.read(_LISTING_LIMIT + 1), "text/html"
     else:
-        request = urllib.request.Request(
-            where, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"}
-        )
+        request = index_settings.url_request(where)
+        request.add_header("Accept", "application/vnd.pypi.simple.v1+json, text/html;q=0.1")
         try:
             with urllib.request.urlopen(request, timeout=_LISTING_SECONDS) as answer:
                 body = _read_by(answer, _LISTING_LIMIT + 1, time.monotonic() + _LISTING_SECONDS)

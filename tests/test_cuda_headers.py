@@ -1,0 +1,235 @@
+"""The CUDA library headers of a variant's environment are read from the libraries' wheels
+without the libraries (#59): by HTTP range requests where the server serves them, whole where it
+does not, from a local file directly; each header checked against the wheel's RECORD, and
+nothing written outside the include folder. The wheels here are stand-ins made by the test,
+served by a loopback HTTP server."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import os
+import random
+import re
+import stat
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from build2cmake.builds import cuda_headers
+from build2cmake.builds.cuda_headers import Wheel, extract_headers
+from build2cmake.ground.errors import Build2CMakeError
+
+HEADERS = {"nvidia/cu13/include/cusparse.h": b"#pragma once\nint cusparse_stub;\n"}
+# Incompressible bytes standing in for the library: what range requests leave unread.
+LIBRARY = random.Random(0).randbytes(6 << 20)
+
+
+def make_wheel(
+    folder: Path,
+    headers: dict[str, bytes] = HEADERS,
+    *,
+    record: dict[str, bytes] | None = None,
+    symlink: str | None = None,
+) -> Path:
+    """A wheel of nvidia-cusparse's shape: a library, headers under nvidia/cu13/include and a
+    RECORD of `record` (default: the headers themselves)."""
+    wheel = folder / "nvidia_cusparse-12.6.3.3-py3-none-manylinux_2_17_x86_64.whl"
+    lines = []
+    for name, data in (record if record is not None else headers).items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        lines.append(f"{name},sha256={digest},{len(data)}\n")
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("nvidia/cu13/lib/libcusparse.so.12", LIBRARY)
+        for name, data in headers.items():
+            archive.writestr(name, data)
+        if symlink is not None:
+            info = zipfile.ZipInfo(symlink)
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            archive.writestr(info, "/etc/passwd")
+        archive.writestr("nvidia_cusparse-12.6.3.3.dist-info/RECORD", "".join(lines))
+    return wheel
+
+
+class RangeHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves files with byte ranges (one range a request), as PyPI's file host does."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def send_head(self):  # type: ignore[no-untyped-def]
+        wanted = self.headers.get("Range")
+        path = Path(self.translate_path(self.path))
+        if not path.is_file():
+            self.send_error(404)
+            return None
+        data = path.read_bytes()
+        if wanted is None:
+            self.send_response(200)
+            self.send_header("Accept-Ranges", "bytes")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            return None if self.command == "HEAD" else _Body(data)
+        first, last = map(int, re.fullmatch(r"bytes=(\d+)-(\d+)", wanted).groups())  # type: ignore[union-attr]
+        piece = data[first : last + 1]
+        self.server.served += len(piece)  # type: ignore[attr-defined]
+        self.send_response(206)
+        self.send_header("Content-Length", str(len(piece)))
+        self.send_header("Content-Range", f"bytes {first}-{last}/{len(data)}")
+        self.end_headers()
+        return _Body(piece)
+
+
+class _Body:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self, *_: object) -> bytes:
+        data, self.data = self.data, b""
+        return data
+
+    def close(self) -> None:
+        pass
+
+
+def serve(folder: Path, handler: type[http.server.SimpleHTTPRequestHandler]) -> Iterator[str]:
+    class Handler(handler):  # type: ignore[valid-type,misc]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, directory=str(folder), **kwargs)  # type: ignore[arg-type]
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.served = 0  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def ranges(tmp_path: Path) -> Iterator[str]:
+    (tmp_path / "served").mkdir()
+    yield from serve(tmp_path / "served", RangeHandler)
+
+
+@pytest.fixture
+def whole(tmp_path: Path) -> Iterator[str]:
+    (tmp_path / "served").mkdir()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    yield from serve(tmp_path / "served", Quiet)
+
+
+def test_headers_are_read_by_ranges_without_the_library(tmp_path: Path, ranges: str) -> None:
+    wheel = make_wheel(tmp_path / "served")
+    include = tmp_path / "include"
+    count, read = extract_headers(Wheel("nvidia-cusparse", "12.6.3.3", f"{ranges}/{wheel.name}"),
+                                  include)  # fmt: skip
+    assert count == 1
+    assert (include / "cusparse.h").read_bytes() == HEADERS["nvidia/cu13/include/cusparse.h"]
+    assert read < len(LIBRARY) // 2, read  # the library's bytes were not fetched
+    assert sorted(p.name for p in include.rglob("*")) == ["cusparse.h"]
+
+
+def test_a_server_without_ranges_gives_the_whole_wheel(tmp_path: Path, whole: str) -> None:
+    wheel = make_wheel(tmp_path / "served")
+    include = tmp_path / "include"
+    count, read = extract_headers(Wheel("nvidia-cusparse", "12.6.3.3", f"{whole}/{wheel.name}"),
+                                  include)  # fmt: skip
+    assert (count, read) == (1, wheel.stat().st_size)
+    assert (include / "cusparse.h").is_file()
+
+
+@pytest.mark.parametrize(
+    "member",
+    [
+        "nvidia/cu13/include/../../../../escaped.h",
+        "nvidia/cu13/include/sub/../../escaped.h",
+        "nvidia/cu13/include/a\\..\\escaped.h",
+    ],
+)
+def test_a_header_path_that_leads_out_is_refused(tmp_path: Path, member: str) -> None:
+    headers = {**HEADERS, member: b"int planted;\n"}
+    wheel = make_wheel(tmp_path, headers)
+    include = tmp_path / "out" / "include"
+    with pytest.raises(Build2CMakeError, match="not a plain header path"):
+        extract_headers(Wheel("nvidia-cusparse", "1", str(wheel)), include)
+    assert not any(p.name == "escaped.h" for p in tmp_path.rglob("*"))
+
+
+def test_a_symlink_member_is_refused(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, symlink="nvidia/cu13/include/passwd.h")
+    with pytest.raises(Build2CMakeError, match=r"passwd\.h is not a regular file"):
+        extract_headers(Wheel("nvidia-cusparse", "1", str(wheel)), tmp_path / "include")
+    assert not (tmp_path / "include" / "passwd.h").exists()
+
+
+def test_a_header_that_does_not_match_the_wheels_record_is_refused(tmp_path: Path) -> None:
+    record = {"nvidia/cu13/include/cusparse.h": b"something else\n"}
+    wheel = make_wheel(tmp_path, record=record)
+    with pytest.raises(Build2CMakeError, match="does not match the wheel's RECORD"):
+        extract_headers(Wheel("nvidia-cusparse", "1", f"file://{wheel}"), tmp_path / "include")
+
+
+def test_a_header_already_in_the_toolkit_is_kept(tmp_path: Path) -> None:
+    include = tmp_path / "include"
+    include.mkdir()
+    (include / "cusparse.h").write_bytes(b"the toolkit's own\n")
+    count, _ = extract_headers(Wheel("n", "1", str(make_wheel(tmp_path))), include)
+    assert count == 0 and (include / "cusparse.h").read_bytes() == b"the toolkit's own\n"
+
+
+def test_a_symlinked_folder_in_the_include_folder_is_not_followed(tmp_path: Path) -> None:
+    include = tmp_path / "include"
+    include.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", include / "sub")
+    wheel = make_wheel(tmp_path, {"nvidia/cu13/include/sub/x.h": b"int x;\n"})
+    with pytest.raises(Build2CMakeError, match="leads out of"):
+        extract_headers(Wheel("n", "1", str(wheel)), include)
+    assert not (tmp_path / "elsewhere" / "x.h").exists()
+
+
+def test_cuda_12_and_13_libraries_are_named_by_one_requirement() -> None:
+    assert cuda_headers.requirement((12, 8)) == (
+        "cuda-toolkit[cublas,cusparse,cusolver,curand,cufft]==12.8.*"
+    )
+    assert cuda_headers.library_name("nvidia-cusparse-cu12") == "cusparse"
+    assert cuda_headers.library_name("nvidia-cusparse") == "cusparse"
+    assert cuda_headers.library_name("nvidia-nvjitlink") is None
+    assert cuda_headers.library_name("nvidia-cusparselt-cu13") is None
+
+
+def test_the_libraries_are_the_ones_torch_itself_requires() -> None:
+    # torch 2.14.1 from PyPI (its METADATA's Requires-Dist): cuda-toolkit of its own release.
+    torch_214 = [
+        "filelock",
+        "cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,"
+        'nvtx]==13.0.3; platform_system == "Linux"',
+        'nvidia-cusparselt-cu13==0.8.1; platform_system == "Linux"',
+    ]
+    assert cuda_headers.pins(torch_214, (13, 0)) == [
+        'cuda-toolkit[cublas,cusparse,cusolver,curand,cufft]==13.0.3; platform_system == "Linux"'
+    ]
+    # A cu126 build of torch (PyTorch's index, which serves what its torch requires): the
+    # libraries pinned one by one.
+    torch_cu126 = [
+        'nvidia-cublas-cu12==12.6.4.1; platform_system == "Linux" and platform_machine == "x86_64"',
+        'nvidia-cusparse-cu12==12.5.4.2; platform_system == "Linux"',
+        'nvidia_cusolver_cu12==11.7.1.2; platform_system == "Linux"',
+        'nvidia-cudnn-cu12==9.5.1.17; platform_system == "Linux"',
+    ]
+    assert cuda_headers.pins(torch_cu126, (12, 6)) == [torch_cu126[0], *torch_cu126[1:3]]
+    # A CPU torch compiling a CUDA variant requires none: the variant's release decides.
+    assert cuda_headers.pins(["filelock", "sympy>=1.13.3"], (13, 2)) == [
+        "cuda-toolkit[cublas,cusparse,cusolver,curand,cufft]==13.2.*"
+    ]
