@@ -1,8 +1,9 @@
 """The package's layout: wings by stage, each importing only from the floors below it.
 
 Read from the source with ast (every import, at the top of a module or inside a function, type
-checking ones too), so an import that runs up a floor or closes a circle between wings fails
-here before anyone has to untangle it. ARCHITECTURE.md draws the same floors.
+checking ones too), so an import that runs up a floor or closes a circle, between wings or
+between the modules of one wing, fails here before anyone has to untangle it. ARCHITECTURE.md
+draws the same floors.
 """
 
 from __future__ import annotations
@@ -86,26 +87,41 @@ def test_no_import_runs_up_a_floor_or_across_to_another_wing_of_the_same_floor()
     assert not wrong, "imports that run up:\n" + "\n".join(wrong)
 
 
+def _assert_no_circle(edges: dict[str, set[str]]) -> None:
+    """Depth-first search for a back edge of `edges` (each node to the nodes it imports)."""
+    state: dict[str, str] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = "open"
+        for below in sorted(edges.get(node, ())):
+            assert state.get(below) != "open", "circle: " + " -> ".join([*trail, node, below])
+            if below not in state:
+                visit(below, [*trail, node])
+        state[node] = "done"
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [])
+
+
 def test_the_wings_import_one_another_without_a_circle() -> None:
     edges: dict[str, set[str]] = {}
     for module, path in _modules().items():
         for imported in _imports(path):
             if _wing(imported) != _wing(module):
                 edges.setdefault(_wing(module), set()).add(_wing(imported))
-    # Depth-first search for a back edge.
-    state: dict[str, str] = {}
+    _assert_no_circle(edges)
 
-    def visit(wing: str, trail: list[str]) -> None:
-        state[wing] = "open"
-        for below in sorted(edges.get(wing, ())):
-            assert state.get(below) != "open", "circle: " + " -> ".join([*trail, wing, below])
-            if below not in state:
-                visit(below, [*trail, wing])
-        state[wing] = "done"
 
-    for wing in sorted(edges):
-        if wing not in state:
-            visit(wing, [])
+def test_the_modules_of_each_wing_import_one_another_without_a_circle() -> None:
+    """Inside a wing too, each module has a floor: an import deferred into a function to dodge
+    a circle is still a circle."""
+    edges: dict[str, set[str]] = {}
+    for module, path in _modules().items():
+        for imported in _imports(path):
+            if imported != module and _wing(imported) == _wing(module):
+                edges.setdefault(module, set()).add(imported)
+    _assert_no_circle(edges)
 
 
 def test_the_package_itself_imports_nothing_of_build2cmake() -> None:

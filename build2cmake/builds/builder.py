@@ -728,48 +728,7 @@ def compile_variant(
     return CompiledVariant(variant, library, metadata)
 
 
-def build(
-    project: Project,
-    project_dir: Path,
-    *,
-    backend: str | None,
-    extension_for: dict[str, str],
-    defines: Sequence[str] = (),
-    jobs: int | None = None,
-    force: bool = False,
-    allow_toolkit_mismatch: bool = False,
-) -> BuildReport:
-    """Compile (unless universal) and write build/<variant>/ with its metadata.json; a ROCm
-    build the host's ROCm cannot do may run in one of build2cmake's toolchains instead."""
-    _check_python_package(project, project_dir)
-    # Imported here: the toolchains build through this module.
-    from build2cmake.builds.choice import build_in_toolchain
-
-    elsewhere = build_in_toolchain(
-        project,
-        project_dir,
-        backend=backend,
-        extension_for=extension_for,
-        defines=defines,
-        jobs=jobs,
-        force=force,
-        allow_toolkit_mismatch=allow_toolkit_mismatch,
-    )
-    if elsewhere is not None:
-        return elsewhere
-    compiled = compile_variant(
-        project,
-        project_dir,
-        backend=backend,
-        extension_for=extension_for,
-        defines=defines,
-        jobs=jobs,
-        allow_toolkit_mismatch=allow_toolkit_mismatch,
-    )
-    return install_variant(project, project_dir, compiled, force=force)
-
-
-def _check_python_package(project: Project, project_dir: Path) -> None:
+def check_python_package(project: Project, project_dir: Path) -> None:
     package_dir = project_dir / project.python_source_dir / project.package_name
     if not (package_dir / "__init__.py").is_file():
         raise Build2CMakeError(
@@ -787,7 +746,7 @@ def install_variant(
     touched whatever symlinks the project holds; package files that are symlinks leading out of
     the project are refused (the variant is what gets uploaded).
     """
-    _check_python_package(project, project_dir)
+    check_python_package(project, project_dir)
     package = PurePosixPath(project.python_source_dir) / project.package_name
     pyext = project.pyext
     variant, library, metadata = compiled.variant, compiled.library, compiled.metadata

@@ -241,6 +241,44 @@ def build_in_toolchain(
     )
 
 
+def build(
+    project: Project,
+    project_dir: Path,
+    *,
+    backend: str | None,
+    extension_for: dict[str, str],
+    defines: Sequence[str] = (),
+    jobs: int | None = None,
+    force: bool = False,
+    allow_toolkit_mismatch: bool = False,
+) -> builder.BuildReport:
+    """Compile (unless universal) and write build/<variant>/ with its metadata.json; a ROCm
+    build the host's ROCm cannot do may run in one of build2cmake's toolchains instead."""
+    builder.check_python_package(project, project_dir)
+    elsewhere = build_in_toolchain(
+        project,
+        project_dir,
+        backend=backend,
+        extension_for=extension_for,
+        defines=defines,
+        jobs=jobs,
+        force=force,
+        allow_toolkit_mismatch=allow_toolkit_mismatch,
+    )
+    if elsewhere is not None:
+        return elsewhere
+    compiled = builder.compile_variant(
+        project,
+        project_dir,
+        backend=backend,
+        extension_for=extension_for,
+        defines=defines,
+        jobs=jobs,
+        allow_toolkit_mismatch=allow_toolkit_mismatch,
+    )
+    return builder.install_variant(project, project_dir, compiled, force=force)
+
+
 def _release(version: str | None) -> tuple[int, int] | None:
     parts = (version or "").split(".")
     if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():

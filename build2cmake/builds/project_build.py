@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from build2cmake.builds import builder, variant_builds
+from build2cmake.builds import choice, variant_builds
 from build2cmake.builds.builder import BuildReport
 from build2cmake.builds.variant_builds import VariantResult
 from build2cmake.builds.variant_env import PackageSources
@@ -95,7 +95,7 @@ def build_project(
     extension_for = extensions(project, ops_id or default_ops_id(build_toml, project))
     with ProjectFolder(target) as folder, folder.locked():
         report = generate_locked(project, build_toml, folder, force, backend, ops_id)
-        built = builder.build(
+        built = choice.build(
             project,
             folder.path,
             backend=backend,
