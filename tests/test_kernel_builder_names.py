@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from build2cmake import cli, cli_kernel_builder, completions
 from build2cmake.builds import digest
+from build2cmake.cli import completions, kernel_builder
+from build2cmake.cli.parser import argument_parser
 from tests.conftest import FIXTURES
 from tests.hub_standin import StandInHub, hub_cli
 
@@ -77,7 +78,7 @@ def test_kernel_builder_names_are_not_in_the_command_list_and_named_once_in_the_
 ) -> None:
     text = _ok(_cli(tmp_path, "--help"))
     listing, _, epilog = text.partition("kernel-builder's command names work too:")
-    for name in cli_kernel_builder.NAMES:
+    for name in kernel_builder.NAMES:
         assert name not in listing
         assert " ".join(epilog.split()).count(name) == 1
     for ours in ("generate-torch", "lock", "hash", "check-builds", "completions"):
@@ -102,7 +103,7 @@ def test_check_config_validates_the_build_toml_of_a_kernel_dir(project: Path) ->
     assert result.returncode == 2 and "build.toml" in result.stderr
 
 
-@pytest.mark.parametrize("name", sorted(cli_kernel_builder.NOT_HERE))
+@pytest.mark.parametrize("name", sorted(kernel_builder.NOT_HERE))
 def test_nix_only_commands_answer_with_one_line_whatever_the_arguments(
     tmp_path: Path, name: str
 ) -> None:
@@ -283,7 +284,7 @@ def test_bash_completes_commands_options_and_their_choices(tmp_path: Path) -> No
 def test_completions_follow_the_parser_so_new_commands_complete_by_themselves(
     tmp_path: Path,
 ) -> None:
-    parser = cli._parser()
+    parser = argument_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     frob = commands.add_parser("frobnicate", help="a command added later")
     frob.add_argument("--level", choices=["low", "high"])

@@ -25,8 +25,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("share",),
     ("top",),
 )
-# The modules at the top of the package: the command line and the library's face over the wings.
-TOP_MODULES = frozenset({"__main__", "api", "cli", "cli_kernel_builder", "completions"})
+# The top of the package: the library's face over the wings (api.py) and the command line (cli/).
+TOP_MODULES = frozenset({"__main__", "api", "cli"})
 
 
 def _module_name(path: Path) -> str:
@@ -55,12 +55,12 @@ def _imports(path: Path) -> set[str]:
 
 
 def _wing(module: str) -> str:
-    """The wing a module belongs to: its sub-package, "top" for the modules beside api.py, and
+    """The wing a module belongs to: its sub-package, "top" for api.py and the cli/ package, and
     "ground" for the package itself (its __init__ holds only the version)."""
     parts = module.split(".")
     if len(parts) == 1:
         return "ground"
-    if len(parts) == 2 and parts[1] in TOP_MODULES:
+    if parts[1] in TOP_MODULES:
         return "top"
     return parts[1]
 

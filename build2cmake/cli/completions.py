@@ -1,10 +1,10 @@
 """`completions bash|zsh|fish`: shell completion scripts generated from the CLI's own parser.
 
 Nothing here lists a command or an option: `spec_of` reads them from the argparse parser, so a
-command added to cli.py completes without a change here. The commands offered are those the
-main help lists (kernel-builder's names, hidden there, are left out of the command list, and
-complete their options once typed); options with choices complete those choices, the rest of
-the words complete as file names.
+command added to the command table (parser.py) completes without a change here. The commands
+offered are those the main help lists (kernel-builder's names, hidden there, are left out of the
+command list, and complete their options once typed); options with choices complete those
+choices, the rest of the words complete as file names.
 """
 
 from __future__ import annotations
