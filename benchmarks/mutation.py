@@ -109,7 +109,7 @@ MUTANTS = [
     Mutant("any-compile-commands-link", "build2cmake/builds/clean.py",
            "if _is_our_compile_commands_link(folder):",
            "if folder.lstat(COMPILE_COMMANDS) is not None:"),
-    Mutant("variant-names-trusted", "build2cmake/builds/builder.py",
+    Mutant("variant-names-trusted", "build2cmake/builds/variant_folders.py",
            'if not _VARIANT_NAME.fullmatch(name) or name.startswith("cmake"):', "if False:"),
     # Issue #43, second round, the commands around the build (their tests are in
     # tests/test_security_*.py by promise: writes, reads, planted code, refused input).

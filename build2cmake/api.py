@@ -14,9 +14,9 @@ from typing import TextIO
 
 from build2cmake.builds import clean as project_clean
 from build2cmake.builds import project_build
-from build2cmake.builds.builder import BuildReport
 from build2cmake.builds.variant_builds import VariantResult
 from build2cmake.builds.variant_env import PackageSources
+from build2cmake.builds.variant_folders import BuildReport
 from build2cmake.config import load_project, migrate
 from build2cmake.config import lock as kernel_lock
 from build2cmake.config.hub_variants import HubVariant, project_variants

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TextIO
 
-from build2cmake.builds import builder, variant_builds
+from build2cmake.builds import builder, variant_builds, variant_folders
 from build2cmake.builds.variant import installed_torch_backend, query_torch
 from build2cmake.builds.variant_env import PackageSources
 from build2cmake.config.hub_variants import HubVariant
@@ -146,7 +146,7 @@ def build_in_toolchain(
     out: TextIO | None = None,
     root: Path | None = None,
     host: Callable[[], probe.Capability] = probe.host,
-) -> builder.BuildReport | None:
+) -> variant_folders.BuildReport | None:
     """`build` in a toolchain when the rule above (or $BUILD2CMAKE_TOOLCHAIN) says so: the
     build's report; None when the host builds (nothing is done then)."""
     env = os.environ if env is None else env
@@ -234,7 +234,7 @@ def build_in_toolchain(
         metadata = json.loads(raw or b"{}")
     except ValueError:
         metadata = {}
-    return builder.BuildReport(
+    return variant_folders.BuildReport(
         variant=folder,
         path=project_dir / "build" / folder,
         metadata=metadata if isinstance(metadata, dict) else {},
@@ -251,10 +251,10 @@ def build(
     jobs: int | None = None,
     force: bool = False,
     allow_toolkit_mismatch: bool = False,
-) -> builder.BuildReport:
+) -> variant_folders.BuildReport:
     """Compile (unless universal) and write build/<variant>/ with its metadata.json; a ROCm
     build the host's ROCm cannot do may run in one of build2cmake's toolchains instead."""
-    builder.check_python_package(project, project_dir)
+    variant_folders.check_python_package(project, project_dir)
     elsewhere = build_in_toolchain(
         project,
         project_dir,
@@ -276,7 +276,7 @@ def build(
         jobs=jobs,
         allow_toolkit_mismatch=allow_toolkit_mismatch,
     )
-    return builder.install_variant(project, project_dir, compiled, force=force)
+    return variant_folders.install_variant(project, project_dir, compiled, force=force)
 
 
 def _release(version: str | None) -> tuple[int, int] | None:

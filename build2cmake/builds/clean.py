@@ -8,7 +8,14 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from build2cmake.builds import builder
+from build2cmake.builds.variant_folders import (
+    VARIANTS_RECORD,
+    owned_variants,
+    read_record,
+    remove_staging,
+    retire_variants,
+    write_record,
+)
 from build2cmake.config import read_bytes
 from build2cmake.generate.fileset import MANIFEST_NAME, Manifest, current_bytes
 from build2cmake.generate.project import BUILD_DIR_PREFIX, BUILD_FOLDER
@@ -84,10 +91,10 @@ def _clean_locked(folder: ProjectFolder, *, dry_run: bool, force: bool) -> Clean
         else:
             kept.append(name)
     folders = build_folders(folder)
-    variants, record_warnings = builder.owned_variants(folder)
-    record, _ = builder.read_record(folder)
+    variants, record_warnings = owned_variants(folder)
+    record, _ = read_record(folder)
     staging = [f"{BUILD_FOLDER}/{name}" for name in record.staging]
-    records = [builder.VARIANTS_RECORD] if folder.is_file(builder.VARIANTS_RECORD) else []
+    records = [VARIANTS_RECORD] if folder.is_file(VARIANTS_RECORD) else []
     if _is_our_compile_commands_link(folder):
         files.append(COMPILE_COMMANDS)
     if not dry_run:
@@ -96,10 +103,10 @@ def _clean_locked(folder: ProjectFolder, *, dry_run: bool, force: bool) -> Clean
         # the build folders), then the generated files, then the variants record, the manifest.
         build_is_real = folder.is_dir(BUILD_FOLDER)  # never through a planted link
         if build_is_real and record.staging:
-            builder.remove_staging(folder, record)
-            builder.write_record(folder, record)
+            remove_staging(folder, record)
+            write_record(folder, record)
         if variants:
-            builder.retire_variants(folder, variants)
+            retire_variants(folder, variants)
         for name in folders:
             folder.rmtree(name)
             folder.remove_empty_parents(name)
@@ -108,7 +115,7 @@ def _clean_locked(folder: ProjectFolder, *, dry_run: bool, force: bool) -> Clean
             folder.rmtree(f"{METADATA_PROVIDER_FOLDER}/__pycache__")
         # The temporary files a killed write of ours left beside them go too.
         ours = [*manifest.files, *files, MANIFEST_NAME]
-        ours += [builder.VARIANTS_RECORD] if build_is_real else []
+        ours += [VARIANTS_RECORD] if build_is_real else []
         folder.remove_stale_temporaries([PurePosixPath(name) for name in ours])
         for name in [*files, *records]:
             folder.unlink(name)

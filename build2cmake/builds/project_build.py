@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TextIO
 
 from build2cmake.builds import choice, variant_builds
-from build2cmake.builds.builder import BuildReport
 from build2cmake.builds.variant_builds import VariantResult
 from build2cmake.builds.variant_env import PackageSources
+from build2cmake.builds.variant_folders import BuildReport
 from build2cmake.config import load_project
 from build2cmake.config.hub_variants import HubVariant, project_variants
 from build2cmake.config.lock import checked_lock

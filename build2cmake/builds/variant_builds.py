@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TextIO
 
-from build2cmake.builds import builder, dist_jobs
+from build2cmake.builds import builder, dist_jobs, variant_folders
 from build2cmake.builds.index_settings import redacted
 from build2cmake.builds.variant import NEUTRAL_FOLDER, installed_torch_toolkit
 from build2cmake.builds.variant_env import (
@@ -276,7 +276,7 @@ def _build_one(
             compiled, metadata={**compiled.metadata, STAND_IN_KEY: stand_in}
         )
     with install_lock:
-        report = builder.install_variant(project, project_dir, compiled, force=force)
+        report = variant_folders.install_variant(project, project_dir, compiled, force=force)
     backend_info = report.metadata.get("backend", {})
     archs = backend_info.get("archs", []) if isinstance(backend_info, dict) else []
     # Where its torch came from, said where the index was asked (not when the environment was

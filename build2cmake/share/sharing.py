@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from build2cmake.builds.builder import BuildReport
 from build2cmake.builds.project_build import build_project
 from build2cmake.builds.variant import installed_torch_backend
+from build2cmake.builds.variant_folders import BuildReport
 from build2cmake.config import load_project
 from build2cmake.config.model import Project
 from build2cmake.generate.project import BUILD_FOLDER, GenerateReport

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from build2cmake.builds import builder, digest
+from build2cmake.builds import digest, variant_folders
 from build2cmake.ground.bounded import walk_files
 from build2cmake.ground.errors import Build2CMakeError, printable
 from build2cmake.ground.safefs import RECORD_LIMIT_BYTES, ProjectFolder
@@ -97,7 +97,9 @@ def file_hashes(folder: ProjectFolder, variant: str) -> dict[str, str]:
         relative = path.relative_to(root).as_posix()
         if not digest.is_hashed(relative):
             continue
-        data = folder.read(PurePosixPath(top) / relative, builder.LIBRARY_LIMIT_BYTES, "file")
+        data = folder.read(
+            PurePosixPath(top) / relative, variant_folders.LIBRARY_LIMIT_BYTES, "file"
+        )
         if data is None:
             raise Build2CMakeError(f"{path}: disappeared while it was hashed")
         hashes[relative] = digest.file_hash(data)
@@ -112,7 +114,7 @@ def hash_variants(project_dir: Path) -> list[HashResult]:
         variants = _variants(folder)  # build/ is a real folder from here on
         # The lock `build` takes on build/ while it installs a variant and its record.
         with ProjectFolder(project_dir / BUILD) as build_folder, build_folder.locked():
-            owned, _ = builder.owned_variants(folder)
+            owned, _ = variant_folders.owned_variants(folder)
             for variant in variants:
                 metadata = _metadata(folder, variant)
                 hashes = file_hashes(folder, variant)
@@ -129,7 +131,9 @@ def hash_variants(project_dir: Path) -> list[HashResult]:
                             "kernel-builder writes"
                         ) from None
                     content = (text + "\n").encode("utf-8")
-                    builder.rewrite_metadata(folder, variant, content, owned=variant in owned)
+                    variant_folders.rewrite_metadata(
+                        folder, variant, content, owned=variant in owned
+                    )
                 results.append(HashResult(variant, len(hashes), changed))
     return results
 
