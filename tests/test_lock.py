@@ -54,7 +54,18 @@ def _relu_files(version: int) -> dict[str, bytes]:
 
 
 def _activation_files() -> dict[str, bytes]:
-    return {"build/torch-cpu/activation/__init__.py": b"", "a.b/c": b"x", "a/b": b"yz"}
+    """What the lock hashes: a `.cache` folder below the top is a file of the kernel's."""
+    return {
+        "build/torch-cpu/activation/__init__.py": b"",
+        "a.b/c": b"x",
+        "a/b": b"yz",
+        "a/.cache/kept": b"k",
+    }
+
+
+# The download's own folder, which nix-builder's fetcher removes before it hashes: a repository
+# that holds one (an upload of a folder that was itself a download) hashes without it.
+_TOP_CACHE = {".cache/huggingface/download/a/b.metadata": b"stale\n"}
 
 
 @pytest.fixture
@@ -84,7 +95,7 @@ def _seed(hub: StandInHub) -> tuple[str, str]:
     Their commits (relu v1, activation main)."""
     relu_v1 = hub.seed(RELU, "v1", _relu_files(1))
     hub.seed(RELU, "v2", _relu_files(2))
-    activation = hub.seed(ACTIVATION, "main", _activation_files())
+    activation = hub.seed(ACTIVATION, "main", {**_activation_files(), **_TOP_CACHE})
     return relu_v1, activation
 
 
