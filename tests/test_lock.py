@@ -249,6 +249,21 @@ def test_lock_again_leaves_an_unchanged_lock_alone(project: Path, hub: StandInHu
     assert (project / "kernels.lock").stat().st_ino == before.st_ino
 
 
+def test_lock_again_after_a_branch_moved_writes_its_new_commit(
+    project: Path, hub: StandInHub
+) -> None:
+    """A new commit on relu's v1 branch: the lock is rewritten, although it is the same size."""
+    _seed(hub)
+    assert _cli(project, "lock", hub=hub).returncode == 0
+    before = (project / "kernels.lock").read_text()
+    moved = hub.seed(RELU, "v1", _relu_files(3))
+    again = _cli(project, "lock", hub=hub)
+    assert again.returncode == 0, again.stdout + again.stderr
+    text = (project / "kernels.lock").read_text()
+    assert len(text) == len(before) and moved in text and moved not in before
+    assert nar_sri(_relu_files(3)) in text
+
+
 def test_lock_names_the_versions_a_repository_has(project: Path, hub: StandInHub) -> None:
     _seed(hub)
     _set_depends(project, f'{{ repo-id = "{RELU}", version = 7 }}')

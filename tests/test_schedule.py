@@ -201,7 +201,9 @@ def test_a_source_added_since_the_last_build_is_placed_by_the_recorded_seconds_p
     # A stopped build in the folder finished new.cu in 70 s: recorded first, then ordered by.
     build_dir = tmp_path / "b"
     write_log(build_dir, [(0, 70_000, "CMakeFiles/k.dir/new.cu.o")])
-    ranked, how = schedule.order(str(costs), str(sources), str(build_dir), [], names, str(build_dir))
+    ranked, how = schedule.order(
+        str(costs), str(sources), str(build_dir), [], names, str(build_dir)
+    )
     assert [names[i] for i in ranked] == ["new.cu", "c.cu", "b.cu", "a.cu"]
     assert how == "by recorded seconds (4 of 4 recorded)"
     assert schedule.read_costs(str(costs))["new.cu"] == 70.0
@@ -227,10 +229,18 @@ def test_the_order_says_where_it_looked_for_costs_in_one_printable_line(
     assert how == "by size (compile costs not kept: BUILD2CMAKE_COSTS_DIR=OFF, or no home folder)"
 
 
-def test_the_cores_are_this_processs_cpus(schedule: ModuleType) -> None:
+def test_the_cores_are_this_processs_cpus(
+    schedule: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import os
 
-    assert 1 <= schedule.cores() <= len(os.sched_getaffinity(0))
+    cpus = len(os.sched_getaffinity(0))
+    assert 1 <= schedule.cores() <= cpus
+    # Within its cgroup's quota (a container given one CPU of many), whichever is fewer.
+    monkeypatch.setattr(schedule, "_cgroup_quota", lambda: 1)
+    assert schedule.cores() == 1
+    monkeypatch.setattr(schedule, "_cgroup_quota", lambda: cpus + 8)
+    assert schedule.cores() == cpus
 
 
 def masked(obj: Path) -> bytes:
