@@ -141,7 +141,20 @@ def test_generate_killed_at_any_write_is_finished_by_the_next_generate(tmp_path:
     """Before: the manifest was written after the files, so a kill in between left our own
     files refused as "edited since". build.toml is edited again after the kill, so the next
     generate writes other content than the killed one did: each file the kill left, old or new,
-    must be known as ours (a rerun of identical content would hide a manifest written late)."""
+    must be known as ours (a rerun of identical content would hide a manifest written late).
+    The kernel is also renamed since the first generate: the old package's _ops.py is stale,
+    listed as ours until it is gone, so a kill before its removal leaves it for the next
+    generate to remove."""
+
+    def renamed(root: Path) -> None:
+        _generated(root)
+        toml = root / "build.toml"
+        toml.write_text(toml.read_text().replace('"noarch-kernel"', '"renamed-kernel"', 1))
+        shutil.copytree(
+            root / "torch-ext" / "noarch_kernel",
+            root / "torch-ext" / "renamed_kernel",
+            ignore=shutil.ignore_patterns("_ops.py"),  # generate's own
+        )
 
     def edited_again(root: Path) -> None:
         toml = root / "build.toml"
@@ -149,7 +162,7 @@ def test_generate_killed_at_any_write_is_finished_by_the_next_generate(tmp_path:
 
     _every_kill(
         tmp_path,
-        _generated,
+        renamed,
         lambda root: ["generate-torch", root / "build.toml"],
         between=edited_again,
     )
