@@ -380,3 +380,10 @@ def test_build_and_upload_uploads_nothing_when_the_build_fails(
     result = _cli(project, "build-and-upload", "--backend", "cpu", hub=hub)
     assert result.returncode == 2
     assert hub.commits == [] and hub.created == []
+    # Variants built as kernel-builder builds them, one of which fails: the table, no upload.
+    folder = f"torch213-cxx11-cpu-{platform.machine()}-linux"
+    result = _cli(project, "build-and-upload", "--variant", folder, "--no-isolation", hub=hub)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "0 of 1 variants built" in result.stdout
+    assert "not uploading: not every variant built" in result.stderr
+    assert hub.commits == [] and hub.created == []
