@@ -113,7 +113,11 @@ def hash_variants(project_dir: Path) -> list[HashResult]:
         # The lock `build` takes on build/ while it installs a variant and its record.
         with ProjectFolder(project_dir / BUILD) as build_folder, build_folder.locked():
             owned, _ = builder.owned_variants(folder)
+            # A killed hash's temporary files (of the record's write, of a metadata.json's) go
+            # first, as build's and clean's do: one in a variant would be hashed as its own.
+            folder.remove_stale_temporaries([PurePosixPath(builder.VARIANTS_RECORD)])
             for variant in variants:
+                folder.remove_stale_temporaries([PurePosixPath(BUILD) / variant / METADATA])
                 metadata = _metadata(folder, variant)
                 hashes = file_hashes(folder, variant)
                 new_digest = digest.digest_of(hashes)
@@ -130,6 +134,8 @@ def hash_variants(project_dir: Path) -> list[HashResult]:
                         ) from None
                     content = (text + "\n").encode("utf-8")
                     builder.rewrite_metadata(folder, variant, content, owned=variant in owned)
+                elif variant in owned:
+                    builder.settle_metadata(folder, variant)
                 results.append(HashResult(variant, len(hashes), changed))
     return results
 
