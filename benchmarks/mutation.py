@@ -1,13 +1,17 @@
-"""Mutation score of the fast tests over the write/delete/read paths (not a CI gate).
+"""Mutation score of each area's own tests (not a CI gate).
 
-Each mutant breaks one safety promise of the README (a lock made a no-op, a write made
-non-atomic, a symlink followed, a manifest path trusted, ...). For each, the script copies the
-repository to a temporary folder, applies the mutation there (never to your checkout), runs the
-fast test subset, and counts the mutant as killed when a test fails. The score is killed/total.
+Each mutant breaks one promise of the README or docs/: the safety ones (a lock made a no-op, a
+write made non-atomic, a symlink followed, a manifest path trusted, ...) and, per area, the
+behaviour of newer code (the C++ standard torch asks for, the kernels loader's rules,
+kernels.lock, the compile schedule, signals, the intent-first records, the job pools,
+kernel-builder's names). For each, the script copies the repository to a temporary folder,
+applies the mutation there (never to your checkout), runs the test files of the mutant's area
+(AREAS) and counts the mutant as killed when a test fails. The score is killed/total.
 
     python benchmarks/mutation.py                    # the current tests
     python benchmarks/mutation.py --tests-from e4ddad8   # the same mutants against older tests
     python benchmarks/mutation.py --only lock-noop,non-atomic-write -j 2
+    python benchmarks/mutation.py --area schedule,lock   # the mutants of these areas only
     python benchmarks/mutation.py --check            # show each mutant's diff, run no test
 
 Each mutant's `old` text must occur exactly once in its file: after a refactor, a mutant whose
@@ -38,14 +42,55 @@ FAST_K = "not fuzzed and not arbitrary and not mutated"
 
 
 @dataclass(frozen=True)
+class Area:
+    """The tests a mutant of one area runs against: the area's own test files, with the pytest
+    marker expression and -k selection that keep the run to them (compile-marked tests only
+    where the area is the build's own CMake)."""
+
+    files: tuple[str, ...]
+    markers: str = "not compile"
+    k: str = ""
+
+
+# "safety": the attack tests first (with -x a mutant is killed as soon as one fails, and most
+# fail there), test_generate.py (goldens, slower) last; files=() stands for that list.
+AREAS = {
+    "safety": Area(()),
+    "cxx-standard": Area(("tests/test_cxx_standard.py",), "compile and not rocm"),
+    "loader": Area(("tests/test_loader_contract.py",)),
+    "lock": Area(("tests/test_lock.py",)),
+    "schedule": Area(("tests/test_schedule.py",)),
+    "signals": Area(("tests/test_interrupts.py",)),
+    "journal-generate": Area(("tests/test_faults.py",), k="generate or two_kills"),
+    "journal-build": Area(
+        ("tests/test_faults.py", "tests/test_kernel_builder_names.py"),
+        k="build_killed or undone_by_clean or hash or variant_build",
+    ),
+    "pools": Area(("tests/test_job_pools.py",), "compile and not rocm", k="not nvcc"),
+    "kb-names": Area(("tests/test_kernel_builder_names.py",)),
+}
+
+
+@dataclass(frozen=True)
 class Mutant:
-    """One deliberate bug: replace `old` (which occurs exactly once) by `new` in `path`."""
+    """One deliberate bug: replace `old` (which occurs exactly once) by `new` in `path`; run
+    against the tests of `area`."""
 
     name: str
     path: str
     old: str
     new: str
+    area: str = "safety"
 
+
+_TORCH_CMAKE = "cmake_templates/common/build2cmake_torch.cmake.j2"
+_SCHEDULE = "cmake_templates/common/build2cmake_schedule.py"
+_LOADER = "build2cmake/config/loader_rules.py"
+_LOCK = "build2cmake/config/lock.py"
+_SIGNALS = "build2cmake/ground/interrupts.py"
+_FILESET = "build2cmake/generate/fileset.py"
+_FOLDERS = "build2cmake/builds/variant_folders.py"
+_KB = "build2cmake/cli/kernel_builder.py"
 
 MUTANTS = [
     Mutant("lock-noop", "build2cmake/ground/safefs.py",
@@ -117,7 +162,7 @@ MUTANTS = [
            'write_user_file(output, workflow.encode("utf-8"), anchors)',
            "output.parent.mkdir(parents=True, exist_ok=True); output.write_text(workflow)"),
     Mutant("init-checks-late", "build2cmake/generate/init.py",
-           "    _check_target(target, anchor, relative, sorted(files), force=force)\n", ""),
+           "        _check_target(target, folder, relative, files, force=force)\n", ""),
     Mutant("variant-args-late", "build2cmake/builds/project_build.py",
            "    check_build_arguments(defines, jobs, concurrent)\n    check_ops_id(ops_id)\n", ""),
     Mutant("card-no-timer", "build2cmake/share/card.py",
@@ -131,7 +176,8 @@ MUTANTS = [
     Mutant("walk-depth-unbounded", "build2cmake/ground/bounded.py",
            "if depth + 1 > WALK_DEPTH_LIMIT:", "if False:"),
     Mutant("ci-expressions-unchecked", "build2cmake/generate/ci.py",
-           '    checked_workflow_value(build_toml.as_posix(), "build.toml path")\n', ""),
+           'path = checked_workflow_value(build_toml.as_posix(), "build.toml path")',
+           "path = build_toml.as_posix()"),
     Mutant("rebuild-note-printed-raw", "torch-ext/_ops.py.j2",
            "    if name in _EXTENSIONS:\n", "    if name:\n"),
     # Issue #43, second round, the build itself (tests/test_security_planted_code_never_runs.py,
@@ -178,6 +224,117 @@ MUTANTS = [
            '     "AFTER", "BEFORE", "INTERFACE", "PRIVATE", "PUBLIC", "SYSTEM")', "     )"),
 ]  # fmt: skip
 
+# Issue #64: the code of the newest-torch, loader, lock, schedule, signal, journal, pool and
+# kernel-builder-name work (#45, #49, #51, #52), each mutant written from the docs and the diffs
+# (not the tests) and run against its area's own test files (AREAS).
+MUTANTS += [Mutant(name, path, old, new, area) for name, path, old, new, area in [
+    ("cxx-version-boundary", _TORCH_CMAKE,
+     "VERSION_GREATER_EQUAL 2.12)", "VERSION_GREATER 2.12)", "cxx-standard"),
+    ("cxx-floor-boundary", _TORCH_CMAKE,
+     "if(_b2c_std_year LESS _b2c_std_floor_year)",
+     "if(_b2c_std_year LESS_EQUAL _b2c_std_floor_year)", "cxx-standard"),
+    ("cxx-package-over-headers", _TORCH_CMAKE,
+     "  elseif(package GREATER_EQUAL floor)\n", "  elseif(package GREATER 0)\n", "cxx-standard"),
+    ("cxx-draft-not-rounded", _TORCH_CMAKE,
+     'math(EXPR year "${year} + (4 - ${year} % 3) % 3")', 'math(EXPR year "${year}")',
+     "cxx-standard"),
+    ("loader-general-name-in-backend-table", _LOADER,
+     "        if name in self.general:\n            return (\n",
+     "        if name in self.general:\n            return None\n        if False:\n"
+     "            return (\n", "loader"),
+    ("loader-backend-name-in-general", _LOADER,
+     "            if name in self.general:\n                return None\n            owners",
+     "            if name in self.general or self.backends_of(name):\n"
+     "                return None\n            owners", "loader"),
+    ("loader-rocm-features-kept", _LOADER,
+     'written = arch.split(":")[0] if backend == "rocm" else arch', "written = arch", "loader"),
+    ("loader-archs-repeated", _LOADER,
+     "        if written not in result:\n", "        if True:\n", "loader"),
+    ("loader-backend-pip-ignored", _LOADER,
+     "listed = own if name in own else self.general", "listed = self.general", "loader"),
+    ("loader-folder-without-init", _LOADER,
+     "if spec is None or spec.origin is None:", "if spec is None:", "loader"),
+    ("lock-cache-folder-hashed", _LOCK,
+     "        if parts[0] == _DOWNLOAD_CACHE:\n", "        if False:\n", "lock"),
+    ("lock-cache-folder-anywhere", _LOCK,
+     "if parts[0] == _DOWNLOAD_CACHE:", "if _DOWNLOAD_CACHE in parts:", "lock"),
+    ("lock-version-not-a-branch", _LOCK,
+     'branch = f"v{dependency.version}"', 'branch = f"{dependency.version}"', "lock"),
+    ("lock-removed-dependency-unseen", _LOCK,
+     "    if added or removed:\n", "    if added:\n", "lock"),
+    ("lock-nar-padding", "build2cmake/config/nar.py",
+     "self._padding = -size % 8", "self._padding = size % 8", "lock"),
+    ("lock-duplicate-entries", _LOCK,
+     "        if dependency in seen:\n", "        if False:\n", "lock"),
+    ("lock-same-size-kept", _LOCK,
+     "            and folder.read(LOCK_NAME, len(content), LOCK_NAME) == content\n", "", "lock"),
+    ("schedule-new-source-least-rate", _SCHEDULE,
+     "scale = ratios[len(ratios) // 2]", "scale = ratios[0]", "schedule"),
+    ("schedule-new-source-unscaled", _SCHEDULE,
+     "else c * scale for", "else c for", "schedule"),
+    ("schedule-cache-hit-recorded", _SCHEDULE,
+     "if known is not None and seconds * CACHE_HIT_RATIO < known:",
+     "if known is not None and seconds > known * CACHE_HIT_RATIO:", "schedule"),
+    ("schedule-shortest-first", _SCHEDULE,
+     "key=lambda i: (-weights[i], i)", "key=lambda i: (weights[i], i)", "schedule"),
+    ("schedule-log-not-merged", _SCHEDULE,
+     "            record(costs_path, build_dir)\n", "            pass\n", "schedule"),
+    ("schedule-quota-ignored", _SCHEDULE,
+     "return max(1, min(count, quota)) if quota else max(1, count)", "return max(1, count)",
+     "schedule"),
+    ("signals-no-sigkill-round", _SIGNALS,
+     "(signal.SIGKILL, 2.0)", "(signal.SIGTERM, 2.0)", "signals"),
+    ("signals-daemons-stopped", _SIGNALS, " and pid_session == session", "", "signals"),
+    ("signals-ignored-overridden", _SIGNALS,
+     "if signal.getsignal(signum) is not signal.SIG_IGN:", "if True:", "signals"),
+    ("signals-no-subreaper", _SIGNALS,
+     "libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)", "pass", "signals"),
+    ("journal-no-intent", _FILESET,
+     "    _write_manifest(folder, Manifest(files=pending))\n", "", "journal-generate"),
+    ("journal-intent-new-hash-only", _FILESET,
+     "pending[str(path)] = (ours_now[str(path)], *settled[str(path)])",
+     "pending[str(path)] = settled[str(path)]", "journal-generate"),
+    ("journal-stale-dropped-early", _FILESET,
+     "    pending.update({name: recorded[name] for name in stale})\n", "", "journal-generate"),
+    ("journal-manifest-one-hash", _FILESET,
+     "not 1 <= len(hashes) <= 2", "not 1 <= len(hashes) <= 1", "journal-generate"),
+    ("journal-hash-no-intent", _FOLDERS,
+     "        record.variants[variant] = (*old, content_hash(content))\n",
+     "        record.variants[variant] = old\n", "journal-build"),
+    ("journal-staging-made-first", _FOLDERS,
+     "        record.staging.append(name)\n        write_record(folder, record)\n"
+     '        if folder.make_dir(f"build/{name}"):\n',
+     '        if folder.make_dir(f"build/{name}"):\n'
+     "            record.staging.append(name)\n            write_record(folder, record)\n",
+     "journal-build"),
+    ("journal-record-one-hash", _FOLDERS,
+     "            or len(hashes) > 2\n", "            or len(hashes) > 1\n", "journal-build"),
+    ("pools-cpp-4gb", _TORCH_CMAKE,
+     "_build2cmake_pool_size(_b2c_compile_jobs 2048 1)",
+     "_build2cmake_pool_size(_b2c_compile_jobs 4096 1)", "pools"),
+    ("pools-threads-not-counted", _TORCH_CMAKE,
+     'math(EXPR jobs "${BUILD2CMAKE_CORE_COUNT} * 3 / (2 * ${threads} + 1)")',
+     'math(EXPR jobs "${BUILD2CMAKE_CORE_COUNT}")', "pools"),
+    ("pools-memory-per-compile", _TORCH_CMAKE,
+     '"${BUILD2CMAKE_FREE_MEMORY_MB} / (${mb_per_thread} * ${threads})"',
+     '"${BUILD2CMAKE_FREE_MEMORY_MB} / ${mb_per_thread}"', "pools"),
+    ("pools-no-floor", _TORCH_CMAKE, "  if(jobs LESS 1)\n", "  if(jobs LESS 0)\n", "pools"),
+    ("kb-max-jobs-cores-swapped", _KB,
+     '"--max-jobs", dest="concurrent"', '"--max-jobs", dest="jobs"', "kb-names"),
+    ("kb-complete-no-default", "build2cmake/cli/completions.py",
+     "complete -o default -F", "complete -F", "kb-names"),
+    ("kb-copy-not-all", _KB,
+     "    bld.set_defaults(all=True, concurrent=1)\n", "    bld.set_defaults(concurrent=1)\n",
+     "kb-names"),
+    ("kb-kernel-dir-not-a-folder", _KB,
+     'return path / "build.toml" if path.is_dir() else path', "return path", "kb-names"),
+    ("kb-names-offered", "build2cmake/cli/completions.py",
+     "c.name for c in spec.commands if c.listed", "c.name for c in spec.commands", "kb-names"),
+    ("kb-upload-after-failed-build", "build2cmake/cli/sharing.py",
+     '    if status != 0:\n        err("build2cmake: not uploading',
+     '    if False:\n        err("build2cmake: not uploading', "kb-names"),
+]]  # fmt: skip
+
 
 def copy_repo(destination: Path, tests_from: str | None) -> None:
     """The working tree (tracked and untracked files, no build outputs) into `destination`."""
@@ -198,24 +355,28 @@ def copy_repo(destination: Path, tests_from: str | None) -> None:
         subprocess.run(["tar", "-x", "-C", str(destination)], input=archive, check=True)
 
 
-def test_files(root: Path) -> list[str]:
-    """The attack tests first: with `-x` a mutant is killed as soon as one fails, and most fail
-    there; test_generate.py (goldens, slower) last."""
-    tests = root / "tests"
-    names = sorted(str(p.relative_to(root)) for p in tests.glob("test_security_*.py"))
-    names += sorted(str(p.relative_to(root)) for p in tests.glob("test_hostile*.py"))
-    names += ["tests/test_generate.py"]
+def test_files(root: Path, area: str = "safety") -> list[str]:
+    """The test files of `area` that exist in `root`."""
+    names = list(AREAS[area].files)
+    if not names:
+        tests = root / "tests"
+        names = sorted(str(p.relative_to(root)) for p in tests.glob("test_security_*.py"))
+        names += sorted(str(p.relative_to(root)) for p in tests.glob("test_hostile*.py"))
+        names += ["tests/test_generate.py"]
     return [n for n in names if (root / n).is_file()]
 
 
-def run_tests(root: Path, timeout: float, also_k: str | None) -> tuple[bool, float, str]:
+def run_tests(
+    root: Path, timeout: float, also_k: str | None, area: str = "safety"
+) -> tuple[bool, float, str]:
     """(all passed, seconds, the failed test or else the last line of pytest's output)."""
     start = time.monotonic()
+    selection = AREAS[area]
+    k = FAST_K + "".join(f" and ({x})" for x in (selection.k, also_k) if x)
     try:
         result = subprocess.run(
             [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-             "-m", "not compile", "-k", FAST_K + (f" and ({also_k})" if also_k else ""),
-             *test_files(root)],
+             "-m", selection.markers, "-k", k, *test_files(root, area)],
             cwd=root, capture_output=True, text=True, timeout=timeout,
             env={**os.environ, "PYTHONPATH": str(root)},
         )  # fmt: skip
@@ -249,6 +410,9 @@ def check_all(root: Path, mutants: list[Mutant], show: bool) -> list[str]:
     """The mutants that do not apply to `root` (each once, exactly); with `show`, each diff."""
     problems = []
     for mutant in mutants:
+        if mutant.area not in AREAS:
+            problems.append(f"{mutant.name}: no area named {mutant.area!r}")
+            continue
         try:
             before, after = mutated(root, mutant)
         except ValueError as error:
@@ -265,19 +429,20 @@ def check_all(root: Path, mutants: list[Mutant], show: bool) -> list[str]:
 
 
 def run_one(
-    mutant: Mutant | None, snapshot: Path, timeout: float, also_k: str | None
+    mutant: Mutant | None, snapshot: Path, timeout: float, also_k: str | None, area: str
 ) -> tuple[bool, str]:
+    """One test run of `area`'s tests, with `mutant` applied (None: the baseline of `area`)."""
     with tempfile.TemporaryDirectory(prefix="b2c-mutant-") as folder:
         root = Path(folder) / "repo"
         shutil.copytree(snapshot, root, symlinks=True)
         if mutant is not None:
             apply(root, mutant)
-        passed, seconds, last = run_tests(root, timeout, also_k)
-        name = mutant.name if mutant else "(no mutation)"
+        passed, seconds, last = run_tests(root, timeout, also_k, area)
+        name = mutant.name if mutant else f"(no mutation: {area})"
         verdict = "survived" if passed else "killed"
         if mutant is None:
             verdict = "passes" if passed else "FAILS"
-        line = f"{name:28} {verdict:9} {seconds:6.0f} s  {last}"
+        line = f"{name:30} {area:16} {verdict:9} {seconds:6.0f} s  {last}"
         with _PRINTING:
             print(line, flush=True)
         return passed, line
@@ -287,6 +452,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tests-from", metavar="REV", help="take tests/ from this git revision")
     parser.add_argument("--only", help="comma-separated mutant names")
+    parser.add_argument("--area", help="comma-separated areas: their mutants only")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="mutants run at once (<= 2)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per test run")
     parser.add_argument(
@@ -307,6 +473,11 @@ def main() -> int:
         if unknown:
             parser.error(f"--only: no mutant named {', '.join(sorted(unknown))}")
         mutants = [m for m in MUTANTS if m.name in wanted]
+    if args.area:
+        areas = set(args.area.split(","))
+        if areas - set(AREAS):
+            parser.error(f"--area: no area named {', '.join(sorted(areas - set(AREAS)))}")
+        mutants = [m for m in mutants if m.area in areas]
     with tempfile.TemporaryDirectory(prefix="b2c-mutation-") as folder:
         snapshot = Path(folder)
         copy_repo(snapshot, args.tests_from)
@@ -318,13 +489,15 @@ def main() -> int:
             print(f"\n{len(mutants)} mutants apply, each at exactly one place")
             return 0
         start = time.monotonic()
-        baseline, _ = run_one(None, snapshot, args.timeout, args.also_k)
-        if not baseline:
-            print("the unmutated code fails these tests; no score", file=sys.stderr)
-            return 1
+        # One baseline per area: a mutant counts only against tests that pass without it.
+        for area in sorted({m.area for m in mutants}):
+            baseline, _ = run_one(None, snapshot, args.timeout, args.also_k, area)
+            if not baseline:
+                print(f"the unmutated code fails the {area} tests; no score", file=sys.stderr)
+                return 1
         with ThreadPoolExecutor(max(1, min(args.jobs, 2))) as pool:
             outcomes = list(
-                pool.map(lambda m: run_one(m, snapshot, args.timeout, args.also_k), mutants)
+                pool.map(lambda m: run_one(m, snapshot, args.timeout, args.also_k, m.area), mutants)
             )
     killed = sum(not passed for passed, _ in outcomes)
     survivors = [m.name for m, (passed, _) in zip(mutants, outcomes, strict=True) if passed]

@@ -145,7 +145,10 @@ def test_the_standard_is_read_from_torchs_own_files(
     assert standards(root) == {"torch_binding.cpp": standard, "ops_cpu.cpp": standard}
 
 
-@pytest.mark.parametrize(("version", "standard"), [("2.11.0", "17"), ("2.13.0", "20")])
+# 2.12.0: the release where kernel-builder's rule turns to C++20, itself C++20.
+@pytest.mark.parametrize(
+    ("version", "standard"), [("2.11.0", "17"), ("2.12.0", "20"), ("2.13.0", "20")]
+)
 def test_a_torch_whose_files_say_nothing_gets_the_standard_of_its_version(
     project: Callable[[str], Path], tmp_path: Path, version: str, standard: str
 ) -> None:
@@ -165,6 +168,10 @@ def test_the_user_chooses_another_standard_but_not_one_torchs_headers_refuse(
     assert chosen.returncode == 0, chosen.stderr[-3000:]
     assert "C++23, from BUILD2CMAKE_CXX_STANDARD; torch 2.11.0 asks for C++20" in status(chosen)
     assert set(standards(root).values()) == {"23"}
+    # Exactly the least the headers accept is accepted (the refusal would say "use 20").
+    at_floor = configure(root, site, "BUILD2CMAKE_CXX_STANDARD=20")
+    assert at_floor.returncode == 0, at_floor.stderr[-3000:]
+    assert set(standards(root).values()) == {"20"}
 
     refused = configure(root, site, "BUILD2CMAKE_CXX_STANDARD=17")
     assert refused.returncode != 0

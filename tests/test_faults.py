@@ -94,22 +94,30 @@ def _every_kill(
     *,
     recover: Callable[[Path], list[str | Path]] | None = None,
     cwd: Callable[[Path], Path] = lambda root: root.parent,
+    between: Callable[[Path], None] | None = None,
 ) -> int:
     """Kill `command` at each of its writes in a fresh copy made by `prepare`; after each kill,
     `recover` (default: the same command again) must succeed and leave the tree an
-    uninterrupted run leaves. Commands run in `cwd(root)`. Returns the number of writes."""
+    uninterrupted run leaves. Commands run in `cwd(root)`. With `between`, the project is
+    changed after the kill (and after the uninterrupted run) and the command runs again.
+    Returns the number of writes."""
     reference = tmp_path / "reference" / "project"
     prepare(reference)
     count = tmp_path / "count"
     _run(cwd(reference), *command(reference), kill_at=0, count=count)
     writes = int(count.read_text())
     assert writes > 0
+    if between is not None:
+        between(reference)
+        _run(cwd(reference), *command(reference))
     expected = _tree(reference.parent)
     for at in range(1, writes + 1):
         copy = tmp_path / f"kill{at}" / "project"
         prepare(copy)
         status = _run(cwd(copy), *command(copy), kill_at=at)
         assert status == -9, f"write {at} of {writes}: the kill did not land"
+        if between is not None:
+            between(copy)
         _run(cwd(copy), *(recover or command)(copy))
         if recover is not None:
             _run(cwd(copy), *command(copy))
@@ -133,8 +141,33 @@ def _generated(root: Path) -> None:
 
 def test_generate_killed_at_any_write_is_finished_by_the_next_generate(tmp_path: Path) -> None:
     """Before: the manifest was written after the files, so a kill in between left our own
-    files refused as "edited since"."""
-    _every_kill(tmp_path, _generated, lambda root: ["generate-torch", root / "build.toml"])
+    files refused as "edited since". build.toml is edited again after the kill, so the next
+    generate writes other content than the killed one did: each file the kill left, old or new,
+    must be known as ours (a rerun of identical content would hide a manifest written late).
+    The kernel is also renamed since the first generate: the old package's _ops.py is stale,
+    listed as ours until it is gone, so a kill before its removal leaves it for the next
+    generate to remove."""
+
+    def renamed(root: Path) -> None:
+        _generated(root)
+        toml = root / "build.toml"
+        toml.write_text(toml.read_text().replace('"noarch-kernel"', '"renamed-kernel"', 1))
+        shutil.copytree(
+            root / "torch-ext" / "noarch_kernel",
+            root / "torch-ext" / "renamed_kernel",
+            ignore=shutil.ignore_patterns("_ops.py"),  # generate's own
+        )
+
+    def edited_again(root: Path) -> None:
+        toml = root / "build.toml"
+        toml.write_text(toml.read_text().replace("version = 2", "version = 3", 1))
+
+    _every_kill(
+        tmp_path,
+        renamed,
+        lambda root: ["generate-torch", root / "build.toml"],
+        between=edited_again,
+    )
 
 
 def test_clean_killed_at_any_write_is_finished_by_the_next_clean(tmp_path: Path) -> None:
@@ -210,6 +243,23 @@ def test_init_into_an_empty_folder_killed_at_any_write_is_finished_by_the_next_i
         return ["init", where, "--name", "my-org/add-one", "--backends", "cpu"]
 
     _every_kill(tmp_path, made, init, cwd=lambda root: root / "add-one" if named == "." else root)
+
+
+def test_hash_killed_at_any_write_is_finished_by_the_next_hash(tmp_path: Path) -> None:
+    """hash rewrites a variant's metadata.json recorded intent first: wherever it is killed, the
+    variant stays build's own (the next hash, build or clean may replace or remove it)."""
+
+    # Built once, then copied for each kill (hash reads no build folder).
+    template = tmp_path / "template"
+    _noarch(template)
+    _run(template, "build", template / "build.toml", "--backend", "cpu")
+    (init,) = [p for p in (template / "build").glob("*/__init__.py") if "cmake" not in str(p)]
+    init.write_text("CHANGED = True\n")
+
+    def built_and_changed(root: Path) -> None:
+        shutil.copytree(template, root, symlinks=True)
+
+    _every_kill(tmp_path, built_and_changed, lambda root: ["hash", root / "build.toml"])
 
 
 @pytest.mark.parametrize("where", ["generate", "build"])

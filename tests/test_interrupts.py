@@ -123,3 +123,53 @@ def test_a_signal_ignored_at_start_stays_ignored(scene: Scene, tmp_path: Path) -
         build.send_signal(signal.SIGTERM)
         _, err = build.communicate(timeout=60)
     assert build.returncode == 143, err
+
+
+# A child of a fresh interpreter that stops its tree with a short grace: a compile that ignores
+# SIGTERM (as a compiler's driver in the middle of writing may), and a daemon that made a session
+# of its own (the shared sccache server). Prints the pids, the count stop_tree returned, and
+# whether each is still running after the stop.
+STOPPER = """
+import os, subprocess, sys, time
+from build2cmake.ground import interrupts
+interrupts.install()  # the command line's: the subreaper of its tree
+# A launcher that leaves its compile running in the background and exits: the orphan is
+# reparented to the subreaper, so it is still found and stopped.
+orphan = int(subprocess.run(["sh", "-c", "sleep 600 >/dev/null 2>&1 & echo $!"],
+                            capture_output=True, text=True).stdout)
+stubborn = subprocess.Popen(["sh", "-c", "trap '' TERM; exec sleep 600"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+daemon = subprocess.Popen(["sleep", "600"], start_new_session=True,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(0.5)
+started = time.monotonic()
+stopped = interrupts.stop_tree(grace=1.0)
+took = time.monotonic() - started
+def running(pid):
+    try:
+        state = open(f"/proc/{pid}/stat", "rb").read()
+    except OSError:
+        return False
+    return state[state.rfind(b")") + 2:].split()[0] not in (b"Z", b"X")
+print(stubborn.pid, daemon.pid, orphan, stopped, running(stubborn.pid), running(daemon.pid),
+      running(orphan), took)
+"""
+
+
+def test_a_compile_that_ignores_sigterm_is_killed_and_a_daemons_own_session_is_left() -> None:
+    """SIGTERM, then SIGKILL for what still runs after the grace; an orphan of the tree is still
+    stopped (build2cmake is its subreaper); a descendant that started a session of its own (the
+    sccache server, shared between builds) is no part of the tree."""
+    result = subprocess.run(
+        [sys.executable, "-c", STOPPER], capture_output=True, text=True, timeout=60, check=False,
+        preexec_fn=lambda: _dispositions(None),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    stubborn, daemon, orphan, stopped, *running, took = result.stdout.split()
+    try:
+        assert (stopped, *running) == ("2", "False", "True", "False"), result.stdout
+        assert float(took) >= 1.0  # SIGTERM was not enough: it took the grace and SIGKILL
+    finally:
+        for pid in (stubborn, daemon, orphan):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)

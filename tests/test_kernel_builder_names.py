@@ -128,6 +128,19 @@ def test_build_takes_a_kernel_dir_and_kernel_builders_variant_option(project: Pa
     _one_error(_cli(project, "build", "--variant", "torch2.13-cpu", "--all"), "not allowed with")
 
 
+@pytest.mark.parametrize("name", ["build-and-copy", "build-and-upload"])
+def test_kernel_builders_max_jobs_and_cores_are_variants_at_once_and_jobs_per_variant(
+    project: Path, name: str
+) -> None:
+    """--max-jobs N is build's --concurrent N (variants at once), --cores N its -j N (jobs per
+    variant); build-and-copy builds every Hub variant, one at a time unless told."""
+    parser = argument_parser()
+    args = parser.parse_args([name, str(project), "--max-jobs", "3", "--cores", "5"])
+    assert (args.concurrent, args.jobs, args.build_toml) == (3, 5, project / "build.toml")
+    assert parser.parse_args([name, str(project)]).concurrent == 1
+    assert parser.parse_args(["build-and-copy"]).all is True
+
+
 def test_list_variants_arch_prints_the_folder_names(tmp_path: Path) -> None:
     gemm = FIXTURES.parent.parent / "kernels" / "gemm"
     specs = _ok(_cli(tmp_path, "list-variants", gemm)).split()
@@ -279,6 +292,12 @@ def test_bash_completes_commands_options_and_their_choices(tmp_path: Path) -> No
     # kernel-builder's names are not offered, and complete their own options once typed.
     assert _bash_complete(script, "build2cmake", "create") == []
     assert _bash_complete(script, "build2cmake", "create-pyproject", "--uni") == ["--unique-id"]
+    # Where the script offers nothing (a file argument), bash completes file names.
+    registered = subprocess.run(
+        ["bash", "-c", f"source {script}; complete -p build2cmake"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert registered.split() == ["complete", "-o", "default", "-F", "_build2cmake", "build2cmake"]
 
 
 def test_completions_follow_the_parser_so_new_commands_complete_by_themselves(
@@ -361,4 +380,11 @@ def test_build_and_upload_uploads_nothing_when_the_build_fails(
     (project / "torch-ext" / "noarch_kernel" / "__init__.py").unlink()
     result = _cli(project, "build-and-upload", "--backend", "cpu", hub=hub)
     assert result.returncode == 2
+    assert hub.commits == [] and hub.created == []
+    # Variants built as kernel-builder builds them, one of which fails: the table, no upload.
+    folder = f"torch213-cxx11-cpu-{platform.machine()}-linux"
+    result = _cli(project, "build-and-upload", "--variant", folder, "--no-isolation", hub=hub)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "0 of 1 variants built" in result.stdout
+    assert "not uploading: not every variant built" in result.stderr
     assert hub.commits == [] and hub.created == []

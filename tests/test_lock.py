@@ -54,7 +54,18 @@ def _relu_files(version: int) -> dict[str, bytes]:
 
 
 def _activation_files() -> dict[str, bytes]:
-    return {"build/torch-cpu/activation/__init__.py": b"", "a.b/c": b"x", "a/b": b"yz"}
+    """What the lock hashes: a `.cache` folder below the top is a file of the kernel's."""
+    return {
+        "build/torch-cpu/activation/__init__.py": b"",
+        "a.b/c": b"x",
+        "a/b": b"yz",
+        "a/.cache/kept": b"k",
+    }
+
+
+# The download's own folder, which nix-builder's fetcher removes before it hashes: a repository
+# that holds one (an upload of a folder that was itself a download) hashes without it.
+_TOP_CACHE = {".cache/huggingface/download/a/b.metadata": b"stale\n"}
 
 
 @pytest.fixture
@@ -84,7 +95,7 @@ def _seed(hub: StandInHub) -> tuple[str, str]:
     Their commits (relu v1, activation main)."""
     relu_v1 = hub.seed(RELU, "v1", _relu_files(1))
     hub.seed(RELU, "v2", _relu_files(2))
-    activation = hub.seed(ACTIVATION, "main", _activation_files())
+    activation = hub.seed(ACTIVATION, "main", {**_activation_files(), **_TOP_CACHE})
     return relu_v1, activation
 
 
@@ -236,6 +247,21 @@ def test_lock_again_leaves_an_unchanged_lock_alone(project: Path, hub: StandInHu
     again = _cli(project, "lock", hub=hub)
     assert again.returncode == 0 and "unchanged:" in again.stdout
     assert (project / "kernels.lock").stat().st_ino == before.st_ino
+
+
+def test_lock_again_after_a_branch_moved_writes_its_new_commit(
+    project: Path, hub: StandInHub
+) -> None:
+    """A new commit on relu's v1 branch: the lock is rewritten, although it is the same size."""
+    _seed(hub)
+    assert _cli(project, "lock", hub=hub).returncode == 0
+    before = (project / "kernels.lock").read_text()
+    moved = hub.seed(RELU, "v1", _relu_files(3))
+    again = _cli(project, "lock", hub=hub)
+    assert again.returncode == 0, again.stdout + again.stderr
+    text = (project / "kernels.lock").read_text()
+    assert len(text) == len(before) and moved in text and moved not in before
+    assert nar_sri(_relu_files(3)) in text
 
 
 def test_lock_names_the_versions_a_repository_has(project: Path, hub: StandInHub) -> None:

@@ -179,6 +179,36 @@ def test_a_cache_hit_keeps_the_recorded_cost_and_foreign_lines_are_never_used(
     assert schedule.read_costs(str(costs)) == {}
 
 
+def test_a_source_added_since_the_last_build_is_placed_by_the_recorded_seconds_per_byte(
+    schedule: ModuleType, tmp_path: Path
+) -> None:
+    """A source with no record of its own (added since) is weighed as its bytes times the
+    recorded sources' median seconds per byte; the next configure of a folder whose build
+    stopped merges that folder's .ninja_log before it orders."""
+    sources = tmp_path / "src"
+    sources.mkdir()
+    for name, size in (("a.cu", 100), ("b.cu", 200), ("c.cu", 100), ("new.cu", 250)):
+        (sources / name).write_text("x" * size)
+    costs = tmp_path / "costs" / "p-cuda.tsv"
+    costs.parent.mkdir()
+    # Seconds per byte 0.1, 0.2 and 0.6: the median 0.2 (not the least, the most or the mean)
+    # puts new.cu (250 bytes: 50 s) between c.cu (60 s) and b.cu (40 s).
+    costs.write_text("10\ta.cu\n40\tb.cu\n60\tc.cu\n")
+    names = ["a.cu", "b.cu", "c.cu", "new.cu"]
+    ranked, how = schedule.order(str(costs), str(sources), str(tmp_path / "b"), [], names)
+    assert [names[i] for i in ranked] == ["c.cu", "new.cu", "b.cu", "a.cu"]
+    assert how == "by recorded seconds (3 of 4 recorded)"
+    # A stopped build in the folder finished new.cu in 70 s: recorded first, then ordered by.
+    build_dir = tmp_path / "b"
+    write_log(build_dir, [(0, 70_000, "CMakeFiles/k.dir/new.cu.o")])
+    ranked, how = schedule.order(
+        str(costs), str(sources), str(build_dir), [], names, str(build_dir)
+    )
+    assert [names[i] for i in ranked] == ["new.cu", "c.cu", "b.cu", "a.cu"]
+    assert how == "by recorded seconds (4 of 4 recorded)"
+    assert schedule.read_costs(str(costs))["new.cu"] == 70.0
+
+
 def test_the_order_says_where_it_looked_for_costs_in_one_printable_line(
     schedule: ModuleType, tmp_path: Path
 ) -> None:
@@ -199,10 +229,18 @@ def test_the_order_says_where_it_looked_for_costs_in_one_printable_line(
     assert how == "by size (compile costs not kept: BUILD2CMAKE_COSTS_DIR=OFF, or no home folder)"
 
 
-def test_the_cores_are_this_processs_cpus(schedule: ModuleType) -> None:
+def test_the_cores_are_this_processs_cpus(
+    schedule: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import os
 
-    assert 1 <= schedule.cores() <= len(os.sched_getaffinity(0))
+    cpus = len(os.sched_getaffinity(0))
+    assert 1 <= schedule.cores() <= cpus
+    # Within its cgroup's quota (a container given one CPU of many), whichever is fewer.
+    monkeypatch.setattr(schedule, "_cgroup_quota", lambda: 1)
+    assert schedule.cores() == 1
+    monkeypatch.setattr(schedule, "_cgroup_quota", lambda: cpus + 8)
+    assert schedule.cores() == cpus
 
 
 def masked(obj: Path) -> bytes:

@@ -185,6 +185,16 @@ def rewrite_metadata(folder: ProjectFolder, variant: str, content: bytes, *, own
         write_record(folder, record)
 
 
+def settle_metadata(folder: ProjectFolder, variant: str) -> None:
+    """Record only the hash of an owned variant's metadata.json as it is now: what a
+    `rewrite_metadata` killed after its write left listing the old hash too."""
+    record, _ = read_record(folder)
+    now = folder.read(f"build/{variant}/metadata.json", RECORD_LIMIT_BYTES, "metadata.json")
+    if now is not None and record.variants.get(variant, ()) != (content_hash(now),):
+        record.variants[variant] = (content_hash(now),)
+        write_record(folder, record)
+
+
 def write_record(folder: ProjectFolder, record: VariantsRecord) -> None:
     """Write `record` (atomically), or remove the file when it records nothing."""
     if not record.variants and not record.staging:

@@ -115,7 +115,11 @@ def hash_variants(project_dir: Path) -> list[HashResult]:
         # The lock `build` takes on build/ while it installs a variant and its record.
         with ProjectFolder(project_dir / BUILD) as build_folder, build_folder.locked():
             owned, _ = variant_folders.owned_variants(folder)
+            # A killed hash's temporary files (of the record's write, of a metadata.json's) go
+            # first, as build's and clean's do: one in a variant would be hashed as its own.
+            folder.remove_stale_temporaries([PurePosixPath(variant_folders.VARIANTS_RECORD)])
             for variant in variants:
+                folder.remove_stale_temporaries([PurePosixPath(BUILD) / variant / METADATA])
                 metadata = _metadata(folder, variant)
                 hashes = file_hashes(folder, variant)
                 new_digest = digest.digest_of(hashes)
@@ -134,6 +138,8 @@ def hash_variants(project_dir: Path) -> list[HashResult]:
                     variant_folders.rewrite_metadata(
                         folder, variant, content, owned=variant in owned
                     )
+                elif variant in owned:
+                    variant_folders.settle_metadata(folder, variant)
                 results.append(HashResult(variant, len(hashes), changed))
     return results
 
