@@ -233,3 +233,22 @@ def test_the_libraries_are_the_ones_torch_itself_requires() -> None:
     assert cuda_headers.pins(["filelock", "sympy>=1.13.3"], (13, 2)) == [
         "cuda-toolkit[cublas,cusparse,cusolver,curand,cufft]==13.2.*"
     ]
+
+
+@pytest.mark.parametrize(
+    ("index", "wheel", "sent"),
+    [
+        ("https://u:pw@idx/simple", "https://idx/f.whl", True),
+        ("https://u:pw@idx:443/simple", "https://idx/f.whl", True),
+        # Basic authentication in clear text, or to another service of the host: not sent.
+        ("https://u:pw@idx/simple", "http://idx/f.whl", False),
+        ("https://u:pw@idx/simple", "http://idx:443/f.whl", False),
+        ("https://u:pw@idx/simple", "https://idx:8443/f.whl", False),
+        ("http://u:pw@idx/simple", "https://idx/f.whl", False),
+    ],
+)
+def test_an_indexs_password_goes_only_to_its_scheme_host_and_port(
+    index: str, wheel: str, sent: bool
+) -> None:
+    given = cuda_headers._with_credentials(Wheel("n", "1", wheel), [index])
+    assert ("u:pw@" in given.location) == sent, given.location

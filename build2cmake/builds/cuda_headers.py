@@ -366,18 +366,30 @@ def _extract(archive: zipfile.ZipFile, include: Path, where: str) -> int:
     return written
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(parts: urllib.parse.SplitResult) -> tuple[str, str, int] | None:
+    """Scheme, host and port (the scheme's default when the URL names none); None when the
+    URL names no host or a port that is not one."""
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+    except ValueError:
+        return None
+    return None if not parts.hostname or port is None else (parts.scheme, parts.hostname, port)
+
+
 def _with_credentials(wheel: Wheel, uv_sources: list[str]) -> Wheel:
-    """`wheel` with the user:password@ of the index on its host, where uv's pylock left it out
-    (uv does not write credentials into a lock)."""
+    """`wheel` with the user:password@ of the index at its scheme, host and port, where uv's
+    pylock left it out (uv does not write credentials into a lock): never to an http wheel of
+    an https index (basic authentication in clear text) or to another port of its host."""
     parts = urllib.parse.urlsplit(wheel.location)
-    if parts.scheme not in ("http", "https") or parts.username is not None:
+    origin = _origin(parts)
+    if parts.scheme not in _DEFAULT_PORTS or parts.username is not None or origin is None:
         return wheel
     for source in uv_sources:
         index = urllib.parse.urlsplit(source)
-        if index.username is not None and (index.hostname, index.port) == (
-            parts.hostname,
-            parts.port,
-        ):
+        if index.username is not None and _origin(index) == origin:
             location = urllib.parse.urlunsplit(parts._replace(netloc=index.netloc))
             return Wheel(wheel.name, wheel.version, location)
     return wheel
