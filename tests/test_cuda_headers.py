@@ -191,15 +191,19 @@ def test_a_header_already_in_the_toolkit_is_kept(tmp_path: Path) -> None:
     assert count == 0 and (include / "cusparse.h").read_bytes() == b"the toolkit's own\n"
 
 
-def test_a_symlinked_folder_in_the_include_folder_is_not_followed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("below", ["x.h", "a/b/x.h"])
+def test_a_symlinked_folder_in_the_include_folder_is_not_followed(
+    tmp_path: Path, below: str
+) -> None:
+    # Nothing is written or made through it: not the header, not a folder on its way.
     include = tmp_path / "include"
     include.mkdir()
     (tmp_path / "elsewhere").mkdir()
     os.symlink(tmp_path / "elsewhere", include / "sub")
-    wheel = make_wheel(tmp_path, {"nvidia/cu13/include/sub/x.h": b"int x;\n"})
+    wheel = make_wheel(tmp_path, {f"nvidia/cu13/include/sub/{below}": b"int x;\n"})
     with pytest.raises(Build2CMakeError, match="leads out of"):
         extract_headers(Wheel("n", "1", str(wheel)), include)
-    assert not (tmp_path / "elsewhere" / "x.h").exists()
+    assert list((tmp_path / "elsewhere").iterdir()) == []
 
 
 def test_cuda_12_and_13_libraries_are_named_by_one_requirement() -> None:

@@ -45,6 +45,7 @@ from typing import IO, Any, TextIO
 from build2cmake.builds.index_settings import redacted, url_request
 from build2cmake.builds.variant import NEUTRAL_FOLDER
 from build2cmake.ground.errors import Build2CMakeError, printable
+from build2cmake.ground.safefs import ProjectFolder
 
 # The libraries whose headers torch's CUDA headers include (cuda-toolkit's extra names).
 LIBRARIES = ("cublas", "cusparse", "cusolver", "curand", "cufft")
@@ -412,7 +413,19 @@ def _extract(archive: zipfile.ZipFile, include: Path, where: str) -> int:
     if len(members) > _MEMBERS_LIMIT:
         raise Build2CMakeError(f"{where}: over {_MEMBERS_LIMIT} members")
     hashes = _record_hashes(archive)
-    root = include.resolve()
+    include.mkdir(parents=True, exist_ok=True)
+    with ProjectFolder(include) as folder:
+        return _write_headers(archive, members, hashes, folder, where)
+
+
+def _write_headers(
+    archive: zipfile.ZipFile,
+    members: list[zipfile.ZipInfo],
+    hashes: dict[str, str],
+    folder: ProjectFolder,
+    where: str,
+) -> int:
+    include = folder.path
     written = total = 0
     for member in members:
         target = _target_name(member.filename)
@@ -430,17 +443,14 @@ def _extract(archive: zipfile.ZipFile, include: Path, where: str) -> int:
             raise Build2CMakeError(
                 f"{where}: {printable(member.filename)} does not match the wheel's RECORD"
             )
-        path = include / target
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.parent.resolve().is_relative_to(root):
-            raise Build2CMakeError(f"{where}: {printable(member.filename)} leads out of {include}")
+        # Through real folders of `include` only: a symlink on the way is refused before any
+        # folder is made through it. A file already there is the toolkit's own copy.
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        except FileExistsError:
-            continue  # the toolkit's own copy
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        written += 1
+            written += folder.write_new(target, data)
+        except Build2CMakeError as error:
+            raise Build2CMakeError(
+                f"{where}: {printable(member.filename)} leads out of {include} ({error})"
+            ) from None
     return written
 
 
