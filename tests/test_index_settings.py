@@ -292,3 +292,31 @@ def test_an_index_password_does_not_follow_a_redirect_to_another_host() -> None:
             server.server_close()
     token = base64.b64encode(b"me:s3cret").decode()
     assert seen == [("index", f"Basic {token}"), ("other", None)]
+
+
+def test_an_index_page_nested_past_pythons_parser_is_one_error_naming_it() -> None:
+    """A hostile index's PEP 691 page of deep nesting (RecursionError in json) is refused with
+    one error naming the page, not an internal error."""
+    from build2cmake.builds.variant_env import _links_of
+
+    class Deep(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"[" * 200_000 + b"]" * 200_000
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Deep)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        page = f"http://127.0.0.1:{server.server_address[1]}/simple/torch/"
+        with pytest.raises(Build2CMakeError, match="project page is not valid JSON") as error:
+            _links_of(page, package_page=True)
+        assert page in str(error.value)
+    finally:
+        server.shutdown()
