@@ -9,11 +9,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import http.server
+import io
 import os
 import random
 import re
 import stat
+import struct
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,15 +191,19 @@ def test_a_header_already_in_the_toolkit_is_kept(tmp_path: Path) -> None:
     assert count == 0 and (include / "cusparse.h").read_bytes() == b"the toolkit's own\n"
 
 
-def test_a_symlinked_folder_in_the_include_folder_is_not_followed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("below", ["x.h", "a/b/x.h"])
+def test_a_symlinked_folder_in_the_include_folder_is_not_followed(
+    tmp_path: Path, below: str
+) -> None:
+    # Nothing is written or made through it: not the header, not a folder on its way.
     include = tmp_path / "include"
     include.mkdir()
     (tmp_path / "elsewhere").mkdir()
     os.symlink(tmp_path / "elsewhere", include / "sub")
-    wheel = make_wheel(tmp_path, {"nvidia/cu13/include/sub/x.h": b"int x;\n"})
+    wheel = make_wheel(tmp_path, {f"nvidia/cu13/include/sub/{below}": b"int x;\n"})
     with pytest.raises(Build2CMakeError, match="leads out of"):
         extract_headers(Wheel("n", "1", str(wheel)), include)
-    assert not (tmp_path / "elsewhere" / "x.h").exists()
+    assert list((tmp_path / "elsewhere").iterdir()) == []
 
 
 def test_cuda_12_and_13_libraries_are_named_by_one_requirement() -> None:
@@ -233,3 +240,149 @@ def test_the_libraries_are_the_ones_torch_itself_requires() -> None:
     assert cuda_headers.pins(["filelock", "sympy>=1.13.3"], (13, 2)) == [
         "cuda-toolkit[cublas,cusparse,cusolver,curand,cufft]==13.2.*"
     ]
+
+
+@pytest.mark.parametrize(
+    ("index", "wheel", "sent"),
+    [
+        ("https://u:pw@idx/simple", "https://idx/f.whl", True),
+        ("https://u:pw@idx:443/simple", "https://idx/f.whl", True),
+        # Basic authentication in clear text, or to another service of the host: not sent.
+        ("https://u:pw@idx/simple", "http://idx/f.whl", False),
+        ("https://u:pw@idx/simple", "http://idx:443/f.whl", False),
+        ("https://u:pw@idx/simple", "https://idx:8443/f.whl", False),
+        ("http://u:pw@idx/simple", "https://idx/f.whl", False),
+    ],
+)
+def test_an_indexs_password_goes_only_to_its_scheme_host_and_port(
+    index: str, wheel: str, sent: bool
+) -> None:
+    given = cuda_headers._with_credentials(Wheel("n", "1", wheel), [index])
+    assert ("u:pw@" in given.location) == sent, given.location
+
+
+class Quiet10(http.server.BaseHTTPRequestHandler):
+    """An HTTP/1.0 handler that logs nothing."""
+
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def running(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A loopback server of `handler` while the caller runs; the URL of a wheel on it."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/{WHEEL_NAME}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def claiming_server(size: int, tail: bytes) -> Iterator[tuple[str, list[int]]]:
+    """A server of a wheel of `size` bytes (so its HEAD says), zeros but for `tail` at its end,
+    served by ranges; and the bytes it has sent."""
+    sent = [0]
+
+    class Claiming(Quiet10):
+        def do_HEAD(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(size))
+            self.send_header("Accept-Ranges", "bytes")
+            self.end_headers()
+
+        def do_GET(self) -> None:
+            first, last = map(int, self.headers["Range"].split("=")[1].split("-"))
+            body = bytearray(last - first + 1)
+            start = size - len(tail)
+            for at in range(max(first, start), last + 1):
+                body[at - first] = tail[at - start]
+            sent[0] += len(body)
+            self.send_response(206)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    for url in running(Claiming):
+        yield url, sent
+
+
+WHEEL_NAME = "nvidia_cublas-1-py3-none-manylinux_2_28_x86_64.whl"
+END = struct.Struct("<4s4H2LH")
+
+
+def test_a_central_directory_claiming_the_whole_wheel_is_refused_unread(tmp_path: Path) -> None:
+    # 128 MiB of wheel whose end record says its central directory is all of it: refused
+    # before it is fetched (it was fetched, and kept, whole).
+    size = 128 << 20
+    tail = END.pack(b"PK\x05\x06", 0, 0, 1, 1, size - END.size, 0, 0)
+    for url, sent in claiming_server(size, tail):
+        with pytest.raises(Build2CMakeError, match=r"nvidia-cublas 1 .*central directory"):
+            extract_headers(Wheel("nvidia-cublas", "1", url), tmp_path / "include")
+        assert sent[0] <= 1 << 20, sent[0]
+
+
+def test_a_zip64_central_directory_of_a_terabyte_is_one_error(tmp_path: Path) -> None:
+    # A zip64 end record claiming 1 TiB of central directory (MemoryError, shown as an
+    # internal error, before).
+    size = 1 << 40
+    record = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, 1, 1, size - 98, 0)
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, size - 98, 1)
+    end = END.pack(b"PK\x05\x06", 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    for url, sent in claiming_server(size, record + locator + end):
+        with pytest.raises(Build2CMakeError, match=r"nvidia-cublas 1 .*central directory"):
+            extract_headers(Wheel("nvidia-cublas", "1", url), tmp_path / "include")
+        assert sent[0] <= 1 << 20, sent[0]
+
+
+def test_the_bytes_read_for_one_wheel_are_bounded(
+    tmp_path: Path, ranges: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheel = make_wheel(
+        tmp_path / "served",
+        {f"nvidia/cu13/include/h{i}.h": LIBRARY[i << 20 :][: 1 << 20] for i in range(4)},
+    )
+    monkeypatch.setattr(cuda_headers, "_FETCH_LIMIT", 2 << 20, raising=False)
+    with pytest.raises(Build2CMakeError, match="over 2 MiB"):
+        extract_headers(Wheel("nvidia-cusparse", "1", f"{ranges}/{wheel.name}"), tmp_path / "inc")
+
+
+def dripping_server(declared: int, pieces: int, pause: float) -> Iterator[str]:
+    """A server answering with a Content-Length of `declared` and `pieces` bytes, one every
+    `pause` seconds, then closing."""
+
+    class Dripping(Quiet10):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(declared))
+            self.end_headers()
+            for _ in range(pieces):
+                try:
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                except OSError:
+                    return
+                time.sleep(pause)
+
+    yield from running(Dripping)
+
+
+def test_a_server_sending_a_byte_just_within_the_timeout_is_given_up_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each read waits at most _HTTP_SECONDS; the whole answer at most _REQUEST_SECONDS.
+    monkeypatch.setattr(cuda_headers, "_HTTP_SECONDS", 1)
+    monkeypatch.setattr(cuda_headers, "_REQUEST_SECONDS", 1, raising=False)
+    for url in dripping_server(1000, 40, 0.25):
+        started = time.monotonic()
+        with pytest.raises(OSError, match="within 1 s"):
+            cuda_headers._download(url, io.BytesIO())
+        assert time.monotonic() - started < 4
+
+
+def test_an_answer_shorter_than_its_content_length_is_refused() -> None:
+    for url in dripping_server(1000, 16, 0):
+        with pytest.raises(OSError, match="16 bytes where its Content-Length says 1000"):
+            cuda_headers._download(url, io.BytesIO())

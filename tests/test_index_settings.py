@@ -16,12 +16,13 @@ import shutil
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from build2cmake.builds.index_settings import configured, redacted
+from build2cmake.builds.index_settings import configured, redacted, url_request
 from build2cmake.builds.variant_env import PackageSources, check_torch_release, configured_sources
 from build2cmake.config.hub_variants import parse_variant
 from build2cmake.ground.errors import Build2CMakeError
@@ -236,3 +237,86 @@ def test_an_index_with_a_password_is_listed_with_it_and_shown_without(index: Ind
 def test_a_credential_in_any_url_is_redacted() -> None:
     text = "see https://me:pw@host/simple and http://token@h:8/x, not mail a@b"
     assert redacted(text) == "see https://***@host/simple and http://***@h:8/x, not mail a@b"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        # An unencoded @ in the password: everything up to the host's @ is hidden.
+        ("https://alice:p@ss@idx/simple", "https://***@idx/simple"),
+        ("--index-url https://a:b@c@d@idx:8?x=@y", "--index-url https://***@idx:8?x=@y"),
+        # Quotes in the user or password, as a command line shows them.
+        ("'https://a\"b:p'w@idx/simple'", "'https://***@idx/simple'"),
+        ("https://u:pw@h1 https://v:pw2@h2/s", "https://***@h1 https://***@h2/s"),
+    ],
+)
+def test_the_whole_user_and_password_are_redacted_whatever_they_hold(text: str, shown: str) -> None:
+    assert redacted(text) == shown
+
+
+def test_an_index_password_does_not_follow_a_redirect_to_another_host() -> None:
+    # pip and uv drop basic authentication on a redirect to another host; a loopback index on
+    # 127.0.0.1 redirects to a server on 127.0.0.2.
+    seen: list[tuple[str, str | None]] = []
+
+    class Other(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            seen.append(("other", self.headers.get("Authorization")))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Other)
+
+    class Redirecting(Other):
+        def do_GET(self) -> None:
+            seen.append(("index", self.headers.get("Authorization")))
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.2:{other.server_address[1]}/x")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    index = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
+    for server in (other, index):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://me:s3cret@127.0.0.1:{index.server_address[1]}/simple/torch/"
+        with urllib.request.urlopen(url_request(url), timeout=10) as answer:
+            answer.read()
+    finally:
+        for server in (other, index):
+            server.shutdown()
+            server.server_close()
+    token = base64.b64encode(b"me:s3cret").decode()
+    assert seen == [("index", f"Basic {token}"), ("other", None)]
+
+
+def test_an_index_page_nested_past_pythons_parser_is_one_error_naming_it() -> None:
+    """A hostile index's PEP 691 page of deep nesting (RecursionError in json) is refused with
+    one error naming the page, not an internal error."""
+    from build2cmake.builds.variant_env import _links_of
+
+    class Deep(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"[" * 200_000 + b"]" * 200_000
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Deep)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        page = f"http://127.0.0.1:{server.server_address[1]}/simple/torch/"
+        with pytest.raises(Build2CMakeError, match="project page is not valid JSON") as error:
+            _links_of(page, package_page=True)
+        assert page in str(error.value)
+    finally:
+        server.shutdown()

@@ -199,6 +199,25 @@ def test_init_force_never_writes_through_a_symlink(tmp_path: Path) -> None:
     assert not (tmp_path / "conftest.py").exists()
 
 
+@pytest.mark.parametrize(
+    "record", ["[" * 200_000, "\xff{", "{not json"], ids=["deep", "bytes", "text"]
+)
+def test_init_reads_a_record_it_did_not_write_as_none_whatever_it_holds(
+    tmp_path: Path, record: str
+) -> None:
+    # A record nested too deeply for Python's parser (RecursionError: an internal error
+    # before), not UTF-8 or not JSON lists nothing: init fills the folder, the record replaced.
+    root = tmp_path / "k"
+    root.mkdir()
+    (root / ".build2cmake-init.json").write_bytes(record.encode("latin-1"))
+    (root / "notes.txt").write_text("mine")
+    refused = run_cli("init", root, "--name", NAME)
+    assert refused.returncode == 2 and "folder is not empty" in refused.stderr, refused.stderr
+    init(root, "--force")
+    assert (root / "notes.txt").read_text() == "mine"
+    assert not (root / ".build2cmake-init.json").exists()
+
+
 # --- checks before sharing -------------------------------------------------------------------
 
 

@@ -232,7 +232,7 @@ def build_in_toolchain(
         )
     try:
         metadata = json.loads(raw or b"{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         metadata = {}
     return variant_folders.BuildReport(
         variant=folder,

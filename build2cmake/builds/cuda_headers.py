@@ -12,7 +12,10 @@ Which wheels: those torch itself requires (`cuda-toolkit[cublas,...]==13.0.3`, w
 each library to the CUDA release, or `nvidia-cusparse-cu12==...` pins), else the variant's
 release's `cuda-toolkit[...]==X.Y.*`, resolved by uv against the variant's package sources, so
 CUDA 12 (`nvidia-cusparse-cu12`) and CUDA 13 (`nvidia-cusparse`) take the same path. Each
-header is checked against the wheel's RECORD and written only inside the target folder.
+header is checked against the wheel's RECORD and written only inside the target folder. What a
+server hands us is bounded: a central directory of at most 8 MiB, 256 MiB fetched by ranges
+for one wheel, 15 minutes for one answer, and an answer shorter than its Content-Length is
+refused.
 """
 
 from __future__ import annotations
@@ -24,13 +27,16 @@ import io
 import os
 import platform
 import re
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -39,6 +45,7 @@ from typing import IO, Any, TextIO
 from build2cmake.builds.index_settings import redacted, url_request
 from build2cmake.builds.variant import NEUTRAL_FOLDER
 from build2cmake.ground.errors import Build2CMakeError, printable
+from build2cmake.ground.safefs import ProjectFolder
 
 # The libraries whose headers torch's CUDA headers include (cuda-toolkit's extra names).
 LIBRARIES = ("cublas", "cusparse", "cusolver", "curand", "cufft")
@@ -48,9 +55,18 @@ _TOTAL_LIMIT = 128 << 20
 _MEMBERS_LIMIT = 5_000
 _RECORD_LIMIT = 8 << 20
 _LOCK_LIMIT = 4 << 20
+# A central directory is read whole into memory: a real one is tens of KiB.
+_DIRECTORY_LIMIT = 8 << 20
+# The most fetched by ranges for one wheel (its directory, RECORD and headers: a few MiB).
+_FETCH_LIMIT = 256 << 20
+# Each read from the network waits at most _HTTP_SECONDS, each answer _REQUEST_SECONDS in all
+# (a server sending a byte just within the first would never end otherwise).
 _HTTP_SECONDS = 60
-# A range request reads at least this much, so neighbouring members come in one answer.
+_REQUEST_SECONDS = 900
+# A range request reads at least this much, so neighbouring members come in one answer; the
+# last few blocks read are kept.
 _BLOCK = 1 << 18
+_BLOCKS_KEPT = 8
 _INCLUDE_MEMBER = re.compile(r"nvidia/[^/]+/include/(.+)")
 _SAFE_PART = re.compile(r"[A-Za-z0-9_.+-]+")
 
@@ -185,7 +201,7 @@ class _RangeFile(io.RawIOBase):
         self.url = url
         self.position = 0
         self.fetched = 0
-        self._blocks: dict[int, bytes] = {}
+        self._blocks: OrderedDict[int, bytes] = OrderedDict()
         with self._open(None) as answer:
             length = answer.headers.get("Content-Length")
             ranges = answer.headers.get("Accept-Ranges", "")
@@ -201,18 +217,26 @@ class _RangeFile(io.RawIOBase):
         return urllib.request.urlopen(request, timeout=_HTTP_SECONDS)
 
     def _block(self, index: int) -> bytes:
-        if index not in self._blocks:
-            first = index * _BLOCK
-            last = min(self.size, first + _BLOCK) - 1
-            with self._open((first, last)) as answer:
-                if answer.status != 206:
-                    raise OSError(f"asked for a range, answered {answer.status}")
-                data = answer.read(last - first + 2)
-            if len(data) != last - first + 1:
-                raise OSError(f"a range answer of {len(data)} bytes")
-            self.fetched += len(data)
-            self._blocks[index] = data
-        return self._blocks[index]
+        if index in self._blocks:
+            self._blocks.move_to_end(index)
+            return self._blocks[index]
+        first = index * _BLOCK
+        last = min(self.size, first + _BLOCK) - 1
+        if self.fetched + last - first + 1 > _FETCH_LIMIT:
+            raise OSError(f"over {_FETCH_LIMIT >> 20} MiB read from it")
+        with self._open((first, last)) as answer:
+            if answer.status != 206:
+                raise OSError(f"asked for a range, answered {answer.status}")
+            piece = io.BytesIO()
+            _read_answer(answer, piece, last - first + 1)
+        data = piece.getvalue()
+        if len(data) != last - first + 1:
+            raise OSError(f"a range answer of {len(data)} bytes")
+        self.fetched += len(data)
+        self._blocks[index] = data
+        if len(self._blocks) > _BLOCKS_KEPT:
+            self._blocks.popitem(last=False)
+        return data
 
     def readable(self) -> bool:
         return True
@@ -274,15 +298,62 @@ def _opened(location: str) -> Iterator[tuple[IO[bytes], Callable[[], int]]]:
 
 def _download(url: str, into: IO[bytes]) -> int:
     """The whole file at `url` written into `into` (bounded); its size."""
-    size = 0
     with urllib.request.urlopen(url_request(url), timeout=_HTTP_SECONDS) as answer:
-        while chunk := answer.read(1 << 20):
-            size += len(chunk)
-            if size > _WHOLE_LIMIT:
-                raise OSError(f"over {_WHOLE_LIMIT >> 30} GiB")
-            into.write(chunk)
+        size = _read_answer(answer, into, _WHOLE_LIMIT)
     into.seek(0)
     return size
+
+
+def _read_answer(answer: Any, into: IO[bytes], limit: int) -> int:
+    """The body of HTTP `answer` written into `into`; its size. More than `limit` bytes, more
+    than _REQUEST_SECONDS in all, or fewer bytes than its Content-Length says is an error."""
+    deadline = time.monotonic() + _REQUEST_SECONDS
+    size = 0
+    # read1 returns what one read from the socket brings, so the deadline is checked at least
+    # every _HTTP_SECONDS.
+    while chunk := answer.read1(1 << 16):
+        size += len(chunk)
+        if size > limit:
+            raise OSError(f"an answer over {limit >> 20} MiB")
+        if time.monotonic() > deadline:
+            raise OSError(f"no whole answer within {_REQUEST_SECONDS} s")
+        into.write(chunk)
+    declared = answer.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) != size:
+        raise OSError(f"an answer of {size} bytes where its Content-Length says {declared}")
+    return size
+
+
+_END = struct.Struct("<4s4H2LH")
+_END64 = struct.Struct("<4sQ2H2L4Q")
+_LOCATOR_SIZE = 20
+
+
+def _check_directory(file: IO[bytes]) -> None:
+    """Refuse a zip whose end record (or zip64 end record) claims a central directory over
+    _DIRECTORY_LIMIT bytes or over _MEMBERS_LIMIT members, before zipfile reads it into
+    memory whole; a zip without an end record is left to zipfile to refuse."""
+    size = file.seek(0, os.SEEK_END)
+    tail_size = min(size, _END.size + 0xFFFF)
+    file.seek(size - tail_size)
+    tail = file.read(tail_size)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + _END.size > len(tail):
+        return
+    _, _, _, _, members, directory, _, _ = _END.unpack_from(tail, at)
+    end = size - tail_size + at
+    zip64 = end - _LOCATOR_SIZE - _END64.size
+    if (members == 0xFFFF or directory == 0xFFFFFFFF) and zip64 >= 0:
+        file.seek(zip64)
+        record = file.read(_END64.size + _LOCATOR_SIZE)
+        if record[:4] == b"PK\x06\x06" and record[_END64.size :][:4] == b"PK\x06\x07":
+            fields = _END64.unpack_from(record)
+            members, directory = fields[7], fields[8]
+    if directory > _DIRECTORY_LIMIT or members > _MEMBERS_LIMIT:
+        raise OSError(
+            f"its central directory claims {directory} bytes and {members} members (at most "
+            f"{_DIRECTORY_LIMIT >> 20} MiB and {_MEMBERS_LIMIT} are read)"
+        )
 
 
 def _record_hashes(archive: zipfile.ZipFile) -> dict[str, str]:
@@ -320,10 +391,18 @@ def extract_headers(wheel: Wheel, include: Path) -> tuple[int, int]:
     where = f"{wheel.name} {wheel.version} ({printable(redacted(wheel.location))})"
     try:
         with _opened(wheel.location) as (file, fetched):
+            _check_directory(file)
             archive = zipfile.ZipFile(file)
             written = _extract(archive, include, where)
             read = fetched()
-    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as error:
+    except (
+        OSError,
+        zipfile.BadZipFile,
+        EOFError,
+        ValueError,
+        NotImplementedError,
+        RuntimeError,
+    ) as error:
         why = printable(redacted(str(error)))
         raise Build2CMakeError(f"{where}: cannot read its headers: {why}") from None
     return written, read
@@ -334,7 +413,19 @@ def _extract(archive: zipfile.ZipFile, include: Path, where: str) -> int:
     if len(members) > _MEMBERS_LIMIT:
         raise Build2CMakeError(f"{where}: over {_MEMBERS_LIMIT} members")
     hashes = _record_hashes(archive)
-    root = include.resolve()
+    include.mkdir(parents=True, exist_ok=True)
+    with ProjectFolder(include) as folder:
+        return _write_headers(archive, members, hashes, folder, where)
+
+
+def _write_headers(
+    archive: zipfile.ZipFile,
+    members: list[zipfile.ZipInfo],
+    hashes: dict[str, str],
+    folder: ProjectFolder,
+    where: str,
+) -> int:
+    include = folder.path
     written = total = 0
     for member in members:
         target = _target_name(member.filename)
@@ -352,32 +443,41 @@ def _extract(archive: zipfile.ZipFile, include: Path, where: str) -> int:
             raise Build2CMakeError(
                 f"{where}: {printable(member.filename)} does not match the wheel's RECORD"
             )
-        path = include / target
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.parent.resolve().is_relative_to(root):
-            raise Build2CMakeError(f"{where}: {printable(member.filename)} leads out of {include}")
+        # Through real folders of `include` only: a symlink on the way is refused before any
+        # folder is made through it. A file already there is the toolkit's own copy.
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        except FileExistsError:
-            continue  # the toolkit's own copy
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        written += 1
+            written += folder.write_new(target, data)
+        except Build2CMakeError as error:
+            raise Build2CMakeError(
+                f"{where}: {printable(member.filename)} leads out of {include} ({error})"
+            ) from None
     return written
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(parts: urllib.parse.SplitResult) -> tuple[str, str, int] | None:
+    """Scheme, host and port (the scheme's default when the URL names none); None when the
+    URL names no host or a port that is not one."""
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+    except ValueError:
+        return None
+    return None if not parts.hostname or port is None else (parts.scheme, parts.hostname, port)
+
+
 def _with_credentials(wheel: Wheel, uv_sources: list[str]) -> Wheel:
-    """`wheel` with the user:password@ of the index on its host, where uv's pylock left it out
-    (uv does not write credentials into a lock)."""
+    """`wheel` with the user:password@ of the index at its scheme, host and port, where uv's
+    pylock left it out (uv does not write credentials into a lock): never to an http wheel of
+    an https index (basic authentication in clear text) or to another port of its host."""
     parts = urllib.parse.urlsplit(wheel.location)
-    if parts.scheme not in ("http", "https") or parts.username is not None:
+    origin = _origin(parts)
+    if parts.scheme not in _DEFAULT_PORTS or parts.username is not None or origin is None:
         return wheel
     for source in uv_sources:
         index = urllib.parse.urlsplit(source)
-        if index.username is not None and (index.hostname, index.port) == (
-            parts.hostname,
-            parts.port,
-        ):
+        if index.username is not None and _origin(index) == origin:
             location = urllib.parse.urlunsplit(parts._replace(netloc=index.netloc))
             return Wheel(wheel.name, wheel.version, location)
     return wheel

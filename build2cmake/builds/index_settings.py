@@ -48,7 +48,8 @@ UV_VARIABLES = (
 _UV_KEYS = ("index-url", "extra-index-url", "index", "default-index", "find-links")
 _CONFIG_LIMIT = 1 << 20
 _PIP_SECONDS = 30
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]*@")
+# From `://` to the last `@` before the path: a password may hold an unencoded `@` or a quote.
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\r\n]*@")
 
 
 def redacted(text: str) -> str:
@@ -58,7 +59,8 @@ def redacted(text: str) -> str:
 
 def url_request(url: str, method: str = "GET") -> urllib.request.Request:
     """A request for `url`; a user:password@ in it (an index of the user's that needs them)
-    sent as HTTP basic authentication, as uv and pip send it."""
+    sent as HTTP basic authentication, as uv and pip send it, to that URL only: a redirect
+    (to another host, or from https to http) goes without it."""
     parts = urllib.parse.urlsplit(url)
     if parts.username is None:
         return urllib.request.Request(url, method=method)
@@ -68,7 +70,7 @@ def url_request(url: str, method: str = "GET") -> urllib.request.Request:
     user = urllib.parse.unquote(parts.username)
     password = urllib.parse.unquote(parts.password or "")
     token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    request.add_header("Authorization", f"Basic {token}")
+    request.add_unredirected_header("Authorization", f"Basic {token}")
     return request
 
 

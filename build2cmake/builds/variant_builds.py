@@ -526,7 +526,7 @@ def build_in_toolchain(
         )
     try:
         metadata = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         metadata = {}  # the run in the chroot wrote it; only the summary's archs come from it
     if not isinstance(metadata, dict):
         metadata = {}

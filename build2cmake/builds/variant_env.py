@@ -59,6 +59,7 @@ from build2cmake.builds import cuda_headers, index_settings
 from build2cmake.builds.index_settings import redacted
 from build2cmake.builds.variant import NEUTRAL_FOLDER
 from build2cmake.config.hub_variants import HubVariant
+from build2cmake.ground.bounded import parse_json_record
 from build2cmake.ground.errors import Build2CMakeError, printable
 
 _ENV_RECORD = ".build2cmake-env.json"
@@ -317,7 +318,7 @@ def prepare_env(
         try:
             made = json.loads(record.read_text("utf-8"))
             cuda = made["cuda"] if env_python.exists() else None
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             made, cuda = None, None
         if made is None:
             if before_create is not None:
@@ -782,7 +783,7 @@ def _links_of(where: str, *, package_page: bool) -> list[str]:
     if len(body) > _LISTING_LIMIT:
         raise Build2CMakeError(f"{where}: more than {_LISTING_LIMIT >> 20} MiB")
     if "json" in kind:
-        page = json.loads(body)
+        page = parse_json_record(body, where, "the index's project page")
         files = page.get("files") if isinstance(page, dict) else None
         if not isinstance(files, list):
             raise ValueError(f"{where}: not a PEP 691 project page")

@@ -23,6 +23,7 @@ import jinja2
 
 from build2cmake.config.archs import rocm_arch_problem
 from build2cmake.config.model import BUILDABLE_BACKENDS
+from build2cmake.ground.bounded import parse_json_record
 from build2cmake.ground.errors import Build2CMakeError, WriteRefusedError
 from build2cmake.ground.safefs import (
     RECORD_LIMIT_BYTES,
@@ -319,9 +320,10 @@ def _init_record(folder: ProjectFolder, relative: PurePosixPath) -> dict[str, st
     """The files a killed init's record lists (path -> hash); {} when there is none or it is
     not one (then only its temporary file can count as init's)."""
     try:
-        raw = folder.read(relative / INIT_RECORD, RECORD_LIMIT_BYTES, "init's record")
-        data = json.loads(raw.decode("utf-8")) if raw is not None else {}
-    except (Build2CMakeError, UnicodeDecodeError, ValueError):
+        name = relative / INIT_RECORD
+        raw = folder.read(name, RECORD_LIMIT_BYTES, "init's record")
+        data = {} if raw is None else parse_json_record(raw, folder.path / name, "init's record")
+    except Build2CMakeError:
         return {}
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, dict):

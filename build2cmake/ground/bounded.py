@@ -39,12 +39,19 @@ def read_text(path: Path, what: str, *, root: Path, limit_bytes: int = SOURCE_LI
 def read_json_record(path: Path, what: str, *, root: Path) -> Any:
     """The JSON value in record `path` (at most 1 MiB); nesting too deep for Python's parser
     (RecursionError) is an error naming the file like any other invalid JSON."""
-    text = read_regular_file(path, RECORD_LIMIT_BYTES, what, root=root).decode("utf-8", "replace")
+    raw = read_regular_file(path, RECORD_LIMIT_BYTES, what, root=root)
+    return parse_json_record(raw, path, what, remedy="rebuild, or remove the folder")
+
+
+def parse_json_record(raw: bytes, path: Path | str, what: str, *, remedy: str = "") -> Any:
+    """The JSON value in `raw`, the (bounded) bytes of record `path`; bytes that are not UTF-8
+    become U+FFFD. Invalid JSON and nesting too deep for Python's parser (RecursionError) are
+    one error naming the file."""
     try:
-        return json.loads(text)
+        return json.loads(raw.decode("utf-8", "replace"))
     except (ValueError, RecursionError) as error:
         raise Build2CMakeError(
-            f"{path}: {what} is not valid JSON ({error}); rebuild, or remove the folder"
+            f"{path}: {what} is not valid JSON ({error})" + (f"; {remedy}" if remedy else "")
         ) from None
 
 

@@ -465,6 +465,23 @@ class ProjectFolder:
         except OSError as e:
             raise self._error(rel, "create the folder", e) from None
 
+    def write_new(self, name: str | PurePosixPath, content: bytes, mode: int = 0o644) -> bool:
+        """Write `content` to a new file `name`, making its folders as real folders on the way
+        (a symlink or file on the way is refused before anything is made through it); False
+        when something of that name exists already (it is left as it is)."""
+        rel = _checked(name)
+        try:
+            with self._parent(rel, create=True) as parent:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                fd = os.open(rel.name, flags, mode, dir_fd=parent)
+                with os.fdopen(fd, "wb") as out:
+                    out.write(content)
+            return True
+        except FileExistsError:
+            return False
+        except OSError as e:
+            raise self._error(rel, "write", e) from None
+
     def exchange(self, first: str | PurePosixPath, second: str | PurePosixPath) -> bool:
         """Swap `first` and `second` (both existing, in one folder) in one step: no moment in
         which either name is missing (renameat2's RENAME_EXCHANGE). False where the kernel or
