@@ -103,9 +103,10 @@ MUTANTS = [
            " | os.O_CLOEXEC,",
            "tmp = rel.name\n                fd = os.open(\n                    tmp,\n"
            "                    os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,"),
+    # write_atomic's temporary file (write_new's flags, the same, end their line without a comma).
     Mutant("no-tmp-nofollow", "build2cmake/ground/safefs.py",
-           "os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC",
-           "os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC"),
+           "os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,",
+           "os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC,"),
     Mutant("follow-folder-symlinks", "build2cmake/ground/safefs.py",
            "os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC",
            "os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC"),
