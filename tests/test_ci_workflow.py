@@ -80,6 +80,7 @@ _TEXT = st.text() | _YAMLISH | st.sampled_from(["on", "No", "~", "null", "1.5", 
 
 @settings(max_examples=500, deadline=None)
 @example({"run": " indented\nfirst line\n", "k": 'a "quoted" \\ back\\slash', "key:": "a:"})
+@example({"k" * 1100: {"nested " * 200: ["v"]}, "on": None})
 @given(
     st.dictionaries(
         _TEXT,
