@@ -82,6 +82,8 @@ _TEXT = st.text() | _YAMLISH | st.sampled_from(["on", "No", "~", "null", "1.5", 
 @example({"run": " indented\nfirst line\n", "k": 'a "quoted" \\ back\\slash', "key:": "a:"})
 # A literal block would drop the last line; ": " plain starts a mapping; non-ASCII is escaped.
 @example({"run": "two\nlines and a blank one\n\n", "k": "a: b", "\u00e9": "\u2028"})
+# Keys over the 1024 characters YAML reads as an implicit key (as escaped), at two depths.
+@example({"\u0332" * 200: None, "k": {"a" * 1030: ["x"]}})
 @given(
     st.dictionaries(
         _TEXT,
