@@ -81,6 +81,10 @@ _TEXT = st.text() | _YAMLISH | st.sampled_from(["on", "No", "~", "null", "1.5", 
 @settings(max_examples=500, deadline=None)
 @example({"run": " indented\nfirst line\n", "k": 'a "quoted" \\ back\\slash', "key:": "a:"})
 @example({"k" * 1100: {"nested " * 200: ["v"]}, "on": None})
+# A literal block would drop the last line; ": " plain starts a mapping; non-ASCII is escaped.
+@example({"run": "two\nlines and a blank one\n\n", "k": "a: b", "\u00e9": "\u2028"})
+# Keys over the 1024 characters YAML reads as an implicit key (as escaped), at two depths.
+@example({"\u0332" * 200: None, "k": {"a" * 1030: ["x"]}})
 @given(
     st.dictionaries(
         _TEXT,
@@ -99,6 +103,16 @@ def test_to_yaml_reads_back_as_its_input_whatever_the_strings(data: dict[str, ob
     text = ci.to_yaml(data)
     assert text.isascii()  # every other character is escaped
     assert (yaml.safe_load(text) or {}) == data
+
+
+def test_the_workflows_github_token_only_reads_the_repository() -> None:
+    # Every job's GITHUB_TOKEN may read the repository and nothing more (a step that ran
+    # something planted could otherwise push to it); no job widens it.
+    for publish in (False, True):
+        text = ci.github_workflow(PurePosixPath("build.toml"), VARIANTS, publish=publish)
+        data = yaml.safe_load(text)
+        assert data["permissions"] == {"contents": "read"}
+        assert not any("permissions" in job for job in data["jobs"].values())
 
 
 def test_the_publish_job_reads_the_token_only_from_the_secret() -> None:

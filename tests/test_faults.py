@@ -201,6 +201,28 @@ def test_clean_of_a_compiled_project_killed_at_any_write_is_finished_by_the_next
     _every_kill(tmp_path, copy, lambda root: ["clean", root / "build.toml"])
 
 
+@pytest.mark.parametrize("provider_folder_left", [True, False])
+def test_clean_removes_the_two_generated_folders_a_killed_clean_left_empty_and_no_other(
+    tmp_path: Path, provider_folder_left: bool
+) -> None:
+    """What a clean killed between the last file of cmake/build2cmake-metadata/ or cmake/ and
+    the folder's rmdir leaves, without a build: the folders empty (or cmake/ alone, the
+    provider's folder removed), their files gone. The next clean removes them (#60) and no
+    other folder it finds empty: torch-ext/<package>/, emptied here of the user's files and of
+    our _ops.py alike, is the user's."""
+    root = tmp_path / "project"
+    shutil.copytree(FIXTURES / "scale_add", root)
+    _run(root.parent, "generate-torch", root / "build.toml")
+    emptied = [root / "cmake", root / "torch-ext" / "scale_add"]
+    for path in [p for folder in emptied for p in folder.rglob("*") if p.is_file()]:
+        path.unlink()
+    if not provider_folder_left:
+        (root / "cmake" / "build2cmake-metadata").rmdir()
+    _run(root.parent, "clean", root / "build.toml")
+    assert not (root / "cmake").exists()
+    assert (root / "torch-ext" / "scale_add").is_dir()
+
+
 def test_build_killed_at_any_write_is_finished_by_the_next_build(tmp_path: Path) -> None:
     """A rebuild over an earlier variant: killed anywhere (records, staging, the swap), the
     next build replaces the variant without --force and no staging folder is left."""

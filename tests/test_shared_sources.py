@@ -77,6 +77,7 @@ def test_sources_shared_by_different_sets_of_kernels_get_one_unit_each() -> None
         (("-DV",), ("-DV=1",), "s.cu", None),  # -DV is V=1
         (("-DV=1",), ("-DW=2",), "s.cu", None),  # different macros
         (("-DV=1",), (), "s.cu", None),  # one kernel defining a macro alone is no contradiction
+        (("-DV=1", "-DV=2"), ("-DV=2",), "s.cu", None),  # the last flag of a name wins
     ],
 )
 def test_a_macro_the_kernels_define_differently_is_a_warning_naming_both_and_the_source(
@@ -100,6 +101,25 @@ def test_cxx_flags_decide_the_macros_of_a_shared_cpp_source() -> None:
     b = Kernel("b", "rocm", (), paths("h.cpp"), hip_flags=("-DV=1",), cxx_flags=("-DV=2",))
     (unit,) = backend_layout(Project("p", ("rocm",), None, (a, b)), "rocm").units
     assert len(unit.conflicts) == 1 and "a has -DV=1, b -DV=2" in unit.conflicts[0]
+
+
+def test_hip_flags_decide_the_macros_of_a_shared_hip_source() -> None:
+    a = Kernel("a", "rocm", (), paths("k.hip"), hip_flags=("-DV=1",), cuda_flags=("-DW=1",))
+    b = Kernel("b", "rocm", (), paths("k.hip"), hip_flags=("-DV=2",), cuda_flags=("-DW=2",))
+    (unit,) = backend_layout(Project("p", ("rocm",), None, (a, b)), "rocm").units
+    assert len(unit.conflicts) == 1 and "a has -DV=1, b -DV=2" in unit.conflicts[0]
+
+
+def test_a_unit_keeps_build_tomls_order_and_follows_its_last_kernel() -> None:
+    # The flags go one kernel after the other in build.toml's order, and the unit is declared
+    # once the last of its kernels is (the union needs what each recorded), whatever the names.
+    second = Kernel("b", "cuda", (), paths("x.cu"), cuda_flags=("-DV=2",))
+    first = Kernel("a", "cuda", (), paths("x.cu"), cuda_flags=("-DV=1",))
+    layout = backend_layout(Project("p", ("cuda",), None, (second, first)), "cuda")
+    (unit,) = layout.units
+    assert [k.name for k in unit.kernels] == ["b", "a"]
+    assert layout.units_after(second) == () and layout.units_after(first) == (unit,)
+    assert unit.conflicts[0].endswith("b has -DV=2, a -DV=1 (the last, a's, wins)")
 
 
 def test_the_generated_build_lists_a_shared_source_once_per_backend(
@@ -161,6 +181,7 @@ def result_of(function: str, kernel: list[str], targets: list[str], tmp_path: Pa
         (["12.0", "12.1+PTX"], ["12.1"], ["12.1+PTX"]),
         # A target's +PTX names the same GPU; nothing above any target is chosen.
         (["9.0"], ["9.0+PTX"], ["9.0"]),
+        (["9.0a", "10.0f"], ["9.0+PTX", "10.0a+PTX"], ["9.0a", "10.0f"]),
         (["9.0", "10.0"], ["8.9"], []),
     ],
 )
@@ -232,6 +253,7 @@ def test_the_gpu_list_is_read_from_the_environment_else_from_the_cache(
          "expected capabilities such as 8.0"),
         ("cuda", {"TORCH_CUDA_ARCH_LIST": "9.0a,8.0"}, "holds characters that none of its entries"),
         ("cuda", {"TORCH_CUDA_ARCH_LIST": "90"}, "'90' is not a CUDA capability"),
+        ("cuda", {"TORCH_CUDA_ARCH_LIST": "9.0;8.0PTX"}, "'8.0PTX' is not a CUDA capability"),
         # A character no entry has is refused without being shown (a terminal escape).
         ("cuda", {"TORCH_CUDA_ARCH_LIST": "9.0\x1b[31m"},
          "TORCH_CUDA_ARCH_LIST from the environment holds characters that none of its entries "

@@ -236,13 +236,16 @@ def _download(path: str) -> dict[str, object]:
 _PLAIN = re.compile(r"""[A-Za-z_$~][A-Za-z0-9 _.,/@+*()$'"{}\[\]|=&<>%!:~-]*""", re.ASCII)
 _PLAIN_WORDS = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"})
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
-_IMPLICIT_KEY_LIMIT = 1000  # YAML allows 1024 characters; the quotes and escapes count
+_IMPLICIT_KEY_LIMIT = 1024
 
 
 def to_yaml(data: Mapping[str, object]) -> str:
     """`data` (mappings, lists, strings, bools, ints, None) as block-style YAML, a blank line
     between its top-level entries."""
-    parts = ["".join(line + "\n" for line in _entry(_key(k) + ":", v, 0)) for k, v in data.items()]
+    parts = [
+        "".join(line + "\n" for line in _entry(_key_head(key, ""), value, 0))
+        for key, value in data.items()
+    ]
     return "\n".join(parts)
 
 
@@ -252,7 +255,7 @@ def _block(value: Mapping[str, object] | Sequence[object], indent: int) -> list[
         return [
             line
             for key, item in value.items()
-            for line in _entry(pad + _key(key, indent) + ":", item, indent)
+            for line in _entry(_key_head(key, pad), item, indent)
         ]
     return [line for item in value for line in _entry(pad + "-", item, indent)]
 
@@ -271,14 +274,18 @@ def _entry(head: str, item: object, indent: int) -> list[str]:
     return [head + " " + scalar if scalar else head]
 
 
-def _key(key: str, indent: int = 0) -> str:
-    """`key` as a mapping key, without its colon. `on` is quoted too: a YAML 1.1 reader (PyYAML)
-    takes it for true. A key longer than YAML's 1024 characters of an implicit key is written
-    as an explicit one (`? key`, the colon on the next line)."""
-    text = key if _KEY.fullmatch(key) and key.lower() not in _PLAIN_WORDS else _quoted(key)
-    if len(text) > _IMPLICIT_KEY_LIMIT:
-        return "? " + text + "\n" + " " * indent
-    return text
+def _key_head(key: str, pad: str) -> str:
+    """`key:` at `pad`; a key longer than YAML reads as an implicit key (1024 characters) as an
+    explicit one, `? key` with the `:` on the next line."""
+    shown = _key(key)
+    if len(shown) > _IMPLICIT_KEY_LIMIT:
+        return f"{pad}? {shown}\n{pad}:"
+    return f"{pad}{shown}:"
+
+
+def _key(key: str) -> str:
+    # `on` is quoted too: a YAML 1.1 reader (PyYAML) takes it for true.
+    return key if _KEY.fullmatch(key) and key.lower() not in _PLAIN_WORDS else _quoted(key)
 
 
 def _scalar(value: object) -> str:
