@@ -320,3 +320,4 @@ def test_an_index_page_nested_past_pythons_parser_is_one_error_naming_it() -> No
         assert page in str(error.value)
     finally:
         server.shutdown()
+        server.server_close()

@@ -395,3 +395,24 @@ def test_doctor_without_toolchains_says_which_to_install_for_an_arch_the_host_la
         pytest.skip("this machine's ROCm compiles gfx942: nothing to install")
     assert result.returncode == 1
     assert "(build2cmake toolchain install rocm-7.2 is one)" in out, out
+
+
+def test_a_folder_of_earlier_mount_points_is_mounted_over_and_the_toolchains_own_is_not(
+    tmp_path: Path,
+) -> None:
+    """Binding /a/b leaves empty folders /a/b in the toolchain; a later bind of /a (a local
+    mirror's root after its simple/ folder) mounts over them. A folder holding a file, or a
+    symlink, anywhere below is the toolchain's own and is never hidden."""
+    from types import SimpleNamespace
+
+    from build2cmake.toolchains.sandbox import _shadows
+
+    toolchain = SimpleNamespace(folder=tmp_path, name="rocm-7.2")
+    (tmp_path / "opt" / "pypi" / "simple").mkdir(parents=True)
+    (tmp_path / "opt" / "pypi" / "files").mkdir()
+    assert _shadows(toolchain, Path("/opt/pypi")) is None  # type: ignore[arg-type]
+    (tmp_path / "opt" / "pypi" / "files" / "x.whl").write_bytes(b"")
+    assert _shadows(toolchain, Path("/opt/pypi")) == "toolchain rocm-7.2 has its own /opt/pypi"  # type: ignore[arg-type]
+    (tmp_path / "opt" / "pypi" / "files" / "x.whl").unlink()
+    (tmp_path / "opt" / "pypi" / "files" / "link").symlink_to("/")
+    assert _shadows(toolchain, Path("/opt/pypi")) is not None  # type: ignore[arg-type]

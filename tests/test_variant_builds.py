@@ -350,3 +350,20 @@ def test_gemm_cpu_variant_builds_against_the_newest_torch_the_index_serves(
     assert loaded.returncode == 0, loaded.stdout + loaded.stderr
     got_version, got_folder, _error = loaded.stdout.split()
     assert (got_version, got_folder) == (version, folder)
+
+
+def test_a_local_mirror_is_mounted_into_the_toolchain_with_the_files_beside_its_pages(
+    tmp_path: Path,
+) -> None:
+    """A file:// index's pages link to files beside them (`<root>/simple/`, `<root>/files/`):
+    the build inside a toolchain gets the mirror's root, a --find-links folder itself."""
+    from build2cmake.builds.variant_builds import _local_folders
+    from build2cmake.builds.variant_env import PackageSources
+
+    for folder in ("mirror/simple", "mirror/files", "links"):
+        (tmp_path / folder).mkdir(parents=True)
+    sources = PackageSources(
+        extra_index_urls=(f"file://{tmp_path}/mirror/simple", "https://example.org/simple"),
+        find_links=(str(tmp_path / "links"),),
+    )
+    assert _local_folders(sources) == [str(tmp_path / "mirror"), str(tmp_path / "links")]

@@ -446,14 +446,19 @@ def _normal(path: PurePosixPath) -> PurePosixPath | None:
 
 def _local_folders(sources: PackageSources) -> list[str]:
     """The folders on this machine that `sources` name (--find-links paths, file:// indexes):
-    a build in a chroot sees them at the same paths."""
+    a build in a chroot sees them at the same paths. A file:// index counts with the folder
+    above it: a local mirror's pages (`<root>/simple/<name>/`) link to files beside them
+    (`<root>/files/...`), which uv opens too."""
     folders = []
-    for url in (sources.index_url, *sources.extra_index_urls, *sources.find_links):
-        if not url:
-            continue
+    indexes = [url for url in (sources.index_url, *sources.extra_index_urls) if url]
+    for url in [*indexes, *sources.find_links]:
         path = url[len("file://") :] if url.startswith("file://") else url
-        if "://" not in path and Path(path).is_dir():
-            folders.append(str(Path(path).resolve()))
+        if "://" in path or not Path(path).is_dir():
+            continue
+        folder = Path(path).resolve()
+        if url in indexes and folder.parent != Path(folder.anchor):
+            folder = folder.parent
+        folders.append(str(folder))
     return folders
 
 

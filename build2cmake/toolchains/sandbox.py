@@ -193,11 +193,26 @@ def _shadows(toolchain: store.Toolchain, path: Path) -> str | None:
     if inside.is_symlink() or not inside.is_dir():
         return f"{path} is a file of toolchain {toolchain.name}"
     try:
-        if any(inside.iterdir()):
+        if not _mount_points_only(inside):
             return f"toolchain {toolchain.name} has its own {path}"
     except OSError as error:
         return f"{path}: {error.strerror}"
-    return None  # an empty folder: a mount point of an earlier run
+    return None  # empty folders: mount points of earlier runs (a bind of /a/b leaves /a/b)
+
+
+def _mount_points_only(folder: Path, limit: int = 256) -> bool:
+    """Whether `folder` holds nothing but folders, each as empty or holding only such folders
+    (what `mkdir -p` of earlier runs' mount points leaves); at most `limit` entries are looked
+    at, and more count as the toolchain's own."""
+    pending, seen = [folder], 0
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                seen += 1
+                if seen > limit or entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
+                    return False
+                pending.append(Path(entry.path))
+    return True
 
 
 @dataclass(frozen=True)
