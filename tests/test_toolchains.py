@@ -128,6 +128,7 @@ def test_include_folders_are_mounted_unless_they_would_hide_the_toolchains_own(
 ) -> None:
     folder = _toolchain(tmp_path / "store", "rocm72", SCRIPT_STAMPS["rocm72"])
     (folder / "usr/include/hip").mkdir(parents=True)
+    (folder / "usr/include/hip/hip_runtime.h").write_text("")
     toolchain = store.find("rocm-7.2", tmp_path / "store")
     ours, theirs = tmp_path / "rocwmma", tmp_path / "more"
     ours.mkdir()
