@@ -364,12 +364,15 @@ def measure(
     cores: int,
     timeout: float,
     top: int,
+    carried: Path | None = None,
 ) -> Report:
     """Copies `source` into `work`, builds it once, and reads the build folder's Ninja records."""
     report = Report(project=source.name, jobs=jobs)
     project = work / source.name
     # Symlinks stay links: the build must meet the project as published, planted links included.
     shutil.copytree(source, project, symlinks=True)
+    if carried is not None:
+        shutil.copyfile(carried, project / "build2cmake-costs.tsv")
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     )
@@ -535,6 +538,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--costs-dir", type=Path, help="keep recorded compile costs here")
     parser.add_argument("--cache", action="store_true", help="let the compiler cache be used")
+    parser.add_argument(
+        "--carried",
+        type=Path,
+        help="put this file into the project's copy as build2cmake-costs.tsv (an author's "
+        "record: the first build's order, issue #61)",
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per project")
     parser.add_argument("--top", type=int, default=5, help="longest steps listed per project")
     parser.add_argument("--work", type=Path, help="keep the build folders here (default: temp)")
@@ -596,6 +605,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cores=args.cores,
                 timeout=args.timeout,
                 top=args.top,
+                carried=args.carried,
             )
             print(
                 f"{printable(report.project)}: {report.status}, wall {report.wall_s:.0f} s, "

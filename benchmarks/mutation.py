@@ -59,7 +59,8 @@ AREAS = {
     "cxx-standard": Area(("tests/test_cxx_standard.py",), "compile and not rocm"),
     "loader": Area(("tests/test_loader_contract.py",)),
     "lock": Area(("tests/test_lock.py",)),
-    "schedule": Area(("tests/test_schedule.py",)),
+    "schedule": Area(("tests/test_schedule.py", "tests/test_carried_costs.py")),
+    "link-order": Area(("tests/test_carried_costs.py",), "compile", "link_in"),
     "signals": Area(("tests/test_interrupts.py",)),
     "journal-generate": Area(("tests/test_faults.py",), k="generate or two_kills"),
     "journal-build": Area(
@@ -275,9 +276,10 @@ MUTANTS += [Mutant(name, path, old, new, area) for name, path, old, new, area in
     ("lock-same-size-kept", _LOCK,
      "            and folder.read(LOCK_NAME, len(content), LOCK_NAME) == content\n", "", "lock"),
     ("schedule-new-source-least-rate", _SCHEDULE,
-     "scale = ratios[len(ratios) // 2]", "scale = ratios[0]", "schedule"),
+     "return values[len(values) // 2] if values else None",
+     "return values[0] if values else None", "schedule"),
     ("schedule-new-source-unscaled", _SCHEDULE,
-     "else c * scale for", "else c for", "schedule"),
+     "next(value * scale for tier, scale", "next(value for tier, scale", "schedule"),
     ("schedule-cache-hit-recorded", _SCHEDULE,
      "if known is not None and seconds * CACHE_HIT_RATIO < known:",
      "if known is not None and seconds > known * CACHE_HIT_RATIO:", "schedule"),
@@ -485,6 +487,57 @@ MUTANTS += [Mutant(name, path, old, new, area) for name, path, old, new, area in
      "{METADATA_PROVIDER_FOLDER, str(PurePosixPath(METADATA_PROVIDER_FOLDER).parent)}",
      "{METADATA_PROVIDER_FOLDER}", "clean"),
 ]]  # fmt: skip
+
+_CARRIED = "build2cmake/builds/carried_costs.py"
+
+# Issue #61: the project's carried record of compile times (the schedule reads it; `costs`
+# writes it), each mutant written from docs/building.md ("A first build") and the diff.
+MUTANTS += [Mutant(name, path, old, new, area) for name, path, old, new, area in [
+    ("carried-link-followed", _SCHEDULE,
+     "raw = read_bounded(path, COSTS_LIMIT, follow=False)",
+     "raw = read_bounded(path, COSTS_LIMIT, follow=True)", "schedule"),
+    ("carried-any-file-type", _SCHEDULE,
+     "    if not stat.S_ISREG(os.fstat(descriptor).st_mode):\n", "    if False:\n", "schedule"),
+    ("carried-unbounded", _SCHEDULE,
+     "    if len(raw) > limit:\n", "    if False:\n", "schedule"),
+    ("carried-other-backend-read", _SCHEDULE,
+     "if len(fields) != 3 or fields[1] != backend:", "if len(fields) != 3:", "schedule"),
+    ("carried-over-own", _SCHEDULE,
+     "        [costs.get(key) if key else None for key in keys],\n"
+     "        [carried.get(key) if key else None for key in keys],\n",
+     "        [carried.get(key) if key else None for key in keys],\n"
+     "        [costs.get(key) if key else None for key in keys],\n", "schedule"),
+    ("carried-unscaled", _SCHEDULE,
+     "scaled = [(tier, scale_onto(reference, tier, cold)) for tier in tiers]",
+     "scaled = [(tier, 1.0) for tier in tiers]", "schedule"),
+    ("carried-no-scale-through-bytes", _SCHEDULE,
+     "through_bytes = ours / theirs if ours and theirs else 1.0", "through_bytes = 1.0",
+     "schedule"),
+    ("carried-unchecked-seconds", _SCHEDULE,
+     "return value if math.isfinite(value) and 0 <= value < 1e6 else None",
+     "return value", "schedule"),
+    ("costs-any-key-kept", _CARRIED,
+     "if source_of(root, key)}", "if plain_key(key)}", "schedule"),
+    ("costs-users-file-replaced", _CARRIED,
+     "if (report.path.exists() or report.path.is_symlink()) and not force:",
+     "if False:", "schedule"),
+    ("costs-other-backends-dropped", _CARRIED,
+     "    record.update(fresh)\n", "    record = fresh\n", "schedule"),
+    ("costs-any-package-named", _CARRIED,
+     "match = pattern.fullmatch(named.name)",
+     "match = re.fullmatch(r\".*-([a-z0-9]+)\\.tsv\", named.name)", "schedule"),
+    ("link-in-compile-order", _TORCH_CMAKE,
+     "  if(positions)\n    target_sources", "  if(FALSE)\n    target_sources", "link-order"),
+    ("link-positions-as-compiled", _TORCH_CMAKE,
+     '        list(FIND compiled "${source}" position)',
+     '        list(FIND listed "${source}" position)', "link-order"),
+    ("carried-infinite-scale", _SCHEDULE,
+     "    if both is not None and usable(both):", "    if both is not None:", "schedule"),
+    ("costs-suggested-with-a-record", _CARRIED,
+     "    if (root / RECORD_NAME).exists() or (root / RECORD_NAME).is_symlink():\n"
+     "        return None\n", "", "schedule"),
+]]  # fmt: skip
+
 
 
 def copy_repo(destination: Path, tests_from: str | None) -> None:

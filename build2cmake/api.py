@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from build2cmake.builds import carried_costs, project_build
 from build2cmake.builds import clean as project_clean
-from build2cmake.builds import project_build
 from build2cmake.builds.variant_builds import VariantResult
 from build2cmake.builds.variant_env import PackageSources
 from build2cmake.builds.variant_folders import BuildReport
@@ -246,6 +246,17 @@ def build_toml_of(path: Path) -> Path:
 def lock(build_toml: Path, *, force: bool = False) -> kernel_lock.LockReport:
     """`lock`: pin build.toml's kernel-depends to Hub commits and hashes in kernels.lock."""
     return kernel_lock.lock_project(build_toml, force=force)
+
+
+def save_costs(build_toml: Path, *, force: bool = False) -> carried_costs.CostsReport:
+    """`costs`: this machine's recorded compile times of the project into build2cmake-costs.tsv,
+    which orders a first build elsewhere."""
+    return carried_costs.save_costs(build_toml, force=force)
+
+
+def costs_suggestion(build_toml: Path, backend: str) -> str | None:
+    """After `build`: the line that suggests `costs`, when a first build elsewhere would gain."""
+    return carried_costs.suggestion(build_toml, backend)
 
 
 def hash_variants(build_toml: Path) -> list[variant_digests.HashResult]:

@@ -22,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
+from types import ModuleType
 from typing import TextIO
 
 from build2cmake.builds import dist_jobs
@@ -233,7 +234,35 @@ def compile_project(
     return install_dir, info
 
 
-_COSTS_FILE_RECORD = "build2cmake-costs-file.txt"
+COSTS_FILE_RECORD = "build2cmake-costs-file.txt"
+
+
+def named_costs_file(build_dir: Path) -> Path | None:
+    """The costs file configure chose for `build_dir` (its build2cmake-costs-file.txt), when
+    that names one as configure writes it: an absolute path to `<name>-<backend>.tsv`, one line
+    of printable characters. The build folder is the project's, so anything else is nothing."""
+    try:
+        raw = read_regular_file(build_dir / COSTS_FILE_RECORD, 4096, "the costs file record")
+    except Build2CMakeError:
+        return None  # none kept (BUILD2CMAKE_COSTS_DIR=OFF, another generator)
+    text = raw.decode("utf-8", "replace").removesuffix("\n")
+    costs = Path(text)
+    if not (text.isprintable() and costs.is_absolute() and costs.name.endswith(".tsv")):
+        return None
+    return costs
+
+
+def schedule_module() -> ModuleType | None:
+    """The package's own copy of the schedule script (cmake/build2cmake_schedule.py), loaded."""
+    try:
+        spec = importlib.util.spec_from_file_location("build2cmake_schedule", schedule_script())
+        if spec is None or spec.loader is None:
+            return None
+        schedule = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(schedule)
+    except (OSError, ValueError, ImportError):
+        return None
+    return schedule
 
 
 def _record_finished_compiles(build_dir: Path, backend: str) -> None:
@@ -241,24 +270,12 @@ def _record_finished_compiles(build_dir: Path, backend: str) -> None:
     of what finished go where a whole build's would, so that the next build, here or on a runner
     that restores the compiler cache, starts its longest sources first. In this process, with
     the package's own copy of the schedule script, and nothing started: after a signal, nothing
-    new may run. Best effort and silent: it never changes the outcome.
-
-    The costs file is the one configure chose (build2cmake-costs-file.txt): an absolute path to
-    `<package>-<backend>.tsv`, one line of printable characters, else nothing is recorded."""
-    try:
-        raw = read_regular_file(build_dir / _COSTS_FILE_RECORD, 4096, "the costs file record")
-    except Build2CMakeError:
-        return  # none kept (BUILD2CMAKE_COSTS_DIR=OFF, another generator)
-    text = raw.decode("utf-8", "replace").removesuffix("\n")
-    costs = Path(text)
-    if not (text.isprintable() and costs.is_absolute() and costs.name.endswith(f"-{backend}.tsv")):
+    new may run. Best effort and silent: it never changes the outcome."""
+    costs = named_costs_file(build_dir)
+    schedule = schedule_module()
+    if costs is None or schedule is None or not costs.name.endswith(f"-{backend}.tsv"):
         return
-    with contextlib.suppress(OSError, ValueError, ImportError):
-        spec = importlib.util.spec_from_file_location("build2cmake_schedule", schedule_script())
-        if spec is None or spec.loader is None:
-            return
-        schedule = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(schedule)
+    with contextlib.suppress(OSError, ValueError):
         schedule.record(str(costs), str(build_dir))
 
 

@@ -137,6 +137,9 @@ def run_build(args: argparse.Namespace) -> int:
     archs = ", ".join(backend.get("archs", [])) or "-"
     # The "built" line stays last: scripts read the variant folder from it.
     _print_sharing(sharing)
+    hint = api.costs_suggestion(build_toml, str(backend["type"]))
+    if hint:
+        out(hint)
     out(f"built {built.path} (backend {backend['type']}, archs {archs})")
     return 0
 
@@ -269,6 +272,32 @@ def run_hash(args: argparse.Namespace) -> int:
     for result in api.hash_variants(api.build_toml_of(args.build_toml)):
         state = "digest written" if result.changed else "digest unchanged"
         out(f"build/{result.variant}/: {state} ({result.files} files)")
+    return 0
+
+
+def add_costs(commands: Commands) -> None:
+    cst = commands.add_parser(
+        "costs",
+        help="keep this machine's compile times in the project, for a first build elsewhere",
+        description="Write the seconds each compile of the project took in this machine's "
+        "builds (recorded by `build` and `pip install -e .`) into build2cmake-costs.tsv beside "
+        "build.toml. Commit it: a build on a machine that never built the kernel then starts "
+        "its longest compiles first, as a rebuild here does. It decides the order only; a stale "
+        "file changes nothing else. Lines of backends not built here are kept.",
+    )
+    cst.set_defaults(runner="costs")
+    project_argument(cst)
+    cst.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a build2cmake-costs.tsv build2cmake did not write",
+    )
+
+
+def run_costs(args: argparse.Namespace) -> int:
+    report = api.save_costs(api.build_toml_of(args.build_toml), force=args.force)
+    counts = ", ".join(f"{backend}: {count} compiles" for backend, count in report.written.items())
+    out(f"wrote {report.path.name} ({counts})")
     return 0
 
 

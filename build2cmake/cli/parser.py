@@ -86,6 +86,7 @@ COMMANDS: tuple[
     ("upload", sharing.add_upload, sharing.run_upload),
     ("lock", project.add_lock, project.run_lock),
     ("hash", build.add_hash, build.run_hash),
+    ("costs", build.add_costs, build.run_costs),
     ("check-builds", build.add_check_builds, build.run_check_builds),
     ("completions", add_completions, run_completions),
     ("toolchain", project.add_toolchain, project.run_toolchain),

@@ -148,7 +148,8 @@ def read_regular_file(
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except Build2CMakeError:
         raise
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RuntimeError) as e:
+        # RuntimeError: Path.resolve's "Symlink loop" before Python 3.13.
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise Build2CMakeError(f"{path}: cannot read {what} ({reason})") from None
     try:

@@ -10,8 +10,11 @@ source and of the project headers it includes, which is what the compiler reads 
 
   cores                   the CPUs this process may use: its affinity, within its cgroup's quota
   order --costs FILE --source-dir DIR --binary-dir DIR [--build-dir DIR] [--include DIR ...]
+        [--carried FILE --backend NAME]
         -- SOURCE ...     the sources' indices, longest first, as a CMake list; with --build-dir,
-                          the compile times of its .ninja_log are merged into FILE first
+                          the compile times of its .ninja_log are merged into FILE first; with
+                          --carried, the project's record of NAME's compiles orders what this
+                          machine has no seconds for
   record --costs FILE --build-dir DIR
                           the compile times of .ninja_log, merged into FILE
 
@@ -21,10 +24,17 @@ the next configure of that folder records them: a flash-attn2 build stopped afte
 steps still tells the next runner (through the cache's folder) what those 49 cost.
 
 The costs file lives beside the compiler cache (build2cmake_torch.cmake), so a fresh runner that
-restores its cache knows them too. Its lines are "<seconds>\\t<object key>", where the key is
-the object's path under CMakeFiles/<target>.dir/ without ".o": the source's path relative to the
+restores its cache knows them too. Its lines are "<seconds>\t<object key>", where the key is the
+object's path under CMakeFiles/<target>.dir/ without ".o": the source's path relative to the
 project (or to the build folder, for generated sources), the same in every checkout. The file is
 read bounded, and a line that is not a number and a plain relative path is skipped, never used.
+
+A machine that never built the kernel has no such file. For it, the project may carry its
+author's record, build2cmake-costs.tsv beside build.toml (`build2cmake costs` writes it), of
+lines "<seconds>\t<backend>\t<object key>". Another machine's seconds are put on this one's
+scale and decide the order only. The file is the project's, so it is read as untrusted: a
+regular file (not a link), bounded, each line checked; a stale key, a line it does not know or a
+broken file changes the order at most, never the build.
 
 Standard library only; run with the build's Python from a neutral working folder (the build's
 rule for every script it runs). It never fails a build: a problem is one line, and the order
@@ -34,13 +44,17 @@ falls back to the cold estimate.
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import re
+import stat
 import sys
 import tempfile
 
 HEADER = "# build2cmake compile costs, v1: <seconds>\t<object key>\n"
+CARRIED_NAME = "build2cmake-costs.tsv"
+BACKEND = re.compile(r"[a-z][a-z0-9]{0,15}")
 # Bounds on what is read: the costs file and the tail of .ninja_log that holds a build's steps.
 COSTS_LIMIT = 1 << 20
 LOG_LIMIT = 8 << 20
@@ -97,23 +111,55 @@ def _cgroup_quota() -> int | None:
     return math.ceil(quota_us / period_us) if quota_us > 0 and period_us > 0 else None
 
 
+def read_bounded(path: str, limit: int, *, follow: bool = True) -> bytes:
+    """A regular file's bytes, if it holds at most `limit`: never a FIFO or a device, which could
+    block or never end, and with follow=False (the carried record, the project's) not a link."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
+    descriptor = os.open(path, flags)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise OSError("not a regular file")
+    with os.fdopen(descriptor, "rb") as file:
+        raw = file.read(limit + 1)
+    if len(raw) > limit:
+        raise OSError(f"larger than {limit} bytes")
+    return raw
+
+
+def seconds_of(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and 0 <= value < 1e6 else None
+
+
 def read_costs(path: str) -> dict[str, float]:
     costs: dict[str, float] = {}
     try:
-        with open(path, "rb") as file:
-            raw = file.read(COSTS_LIMIT + 1)
+        raw = read_bounded(path, COSTS_LIMIT)
     except OSError:
-        return costs
-    if len(raw) > COSTS_LIMIT:
-        return costs  # not a file this script wrote
+        return costs  # none yet, or not a file this script wrote
     for line in raw.decode("utf-8", "replace").splitlines():
         seconds, _, key = line.partition("\t")
-        try:
-            value = float(seconds)
-        except ValueError:
-            continue
-        if plain_key(key) and math.isfinite(value) and 0 <= value < 1e6:
+        value = seconds_of(seconds)
+        if value is not None and plain_key(key):
             costs[key] = value
+    return costs
+
+
+def read_carried(path: str, backend: str) -> dict[str, float]:
+    """The seconds the project's record gives `backend`'s compiles; a line of another backend, or
+    one that is not three checked fields, is skipped. Raises OSError for a file not to be read."""
+    costs: dict[str, float] = {}
+    raw = read_bounded(path, COSTS_LIMIT, follow=False)
+    for line in raw.decode("utf-8", "replace").splitlines():
+        fields = line.split("\t")
+        if len(fields) != 3 or fields[1] != backend:
+            continue
+        value = seconds_of(fields[0])
+        if value is not None and plain_key(fields[2]) and len(costs) < ENTRIES_LIMIT:
+            costs[fields[2]] = value
     return costs
 
 
@@ -236,6 +282,32 @@ class ColdEstimate:
         return float(total)
 
 
+def median(values: list[float]) -> float | None:
+    values = sorted(values)
+    return values[len(values) // 2] if values else None
+
+
+def scale_onto(
+    reference: list[float | None], other: list[float | None], cold: list[float]
+) -> float:
+    """The factor that puts `other`'s figures on `reference`'s scale: the median ratio over the
+    sources both know, else the ratio of their seconds per estimated byte (1 with neither)."""
+    pairs = list(zip(reference, other, cold))  # noqa: B905 (Python 3.9 runs it)
+    both = median([r / o for r, o, _ in pairs if r is not None and o])
+    if both is not None and usable(both):
+        return both
+    ours = median([r / c for r, _, c in pairs if r is not None and c > 0])
+    theirs = median([o / c for _, o, c in pairs if o is not None and c > 0])
+    through_bytes = ours / theirs if ours and theirs else 1.0
+    return through_bytes if usable(through_bytes) else 1.0
+
+
+def usable(factor: float) -> bool:
+    """A scale that keeps every weight a number (an edited record's 1e-300 s would make it
+    infinite, and 0 s times infinity is no number to sort by)."""
+    return math.isfinite(factor) and factor > 0
+
+
 def order(
     costs_path: str,
     source_dir: str,
@@ -243,6 +315,8 @@ def order(
     includes: list[str],
     sources: list[str],
     build_dir: str = "",
+    carried_path: str = "",
+    backend: str = "",
 ) -> tuple[list[int], str]:
     if costs_path and build_dir:
         # What an earlier build in this folder finished, stopped or not; left unrecorded if the
@@ -250,27 +324,54 @@ def order(
         with contextlib.suppress(OSError):
             record(costs_path, build_dir)
     costs = read_costs(costs_path) if costs_path else {}
+    carried: dict[str, float] = {}
+    unused = ""
+    if carried_path and BACKEND.fullmatch(backend):
+        try:
+            carried = read_carried(carried_path, backend)
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            reason = "a symbolic link" if error.errno == errno.ELOOP else error.strerror or error
+            unused = f"; {CARRIED_NAME} not used: {shown(str(reason))}"
+    if not sources:
+        return [], "nothing to order"
     keys = [object_key(source, source_dir, binary_dir) for source in sources]
-    known = [costs.get(key) if key else None for key in keys]
     estimate = ColdEstimate([source_dir, binary_dir], includes)
     cold = [estimate(os.path.join(source_dir, source)) for source in sources]
-    recorded = [(k, c) for k, c in zip(known, cold) if k is not None]  # noqa: B905 (Python 3.9 runs it)
-    if recorded:
-        # A source without a record of its own (new since) is estimated on the recorded ones'
-        # scale: its cold estimate times their median seconds per estimated byte.
-        ratios = sorted(k / c for k, c in recorded if c > 0) or [0.0]
-        scale = ratios[len(ratios) // 2]
-        weights = [k if k is not None else c * scale for k, c in zip(known, cold)]  # noqa: B905 (Python 3.9 runs it)
-        how = f"by recorded seconds ({len(recorded)} of {len(sources)} recorded)"
-    else:
-        weights = cold
+    # Three sources of a figure, the first that knows a source decides: this machine's record,
+    # the project's carried one, the cold estimate. Each is put on the scale of the first that
+    # knows any source, so that a source new since (or absent from a record) falls in place.
+    tiers: list[list[float | None]] = [
+        [costs.get(key) if key else None for key in keys],
+        [carried.get(key) if key else None for key in keys],
+        list(cold),
+    ]
+    known = [sum(value is not None for value in tier) for tier in tiers]
+    reference = next(tier for tier, count in zip(tiers, known) if count)  # noqa: B905 (Python 3.9 runs it)
+    scaled = [(tier, scale_onto(reference, tier, cold)) for tier in tiers]
+    weights = [
+        next(value * scale for tier, scale in scaled if (value := tier[i]) is not None)
+        for i in range(len(sources))
+    ]
+    here = known[0]
+    # The record's seconds decide only where this machine has none.
+    kept = sum(own is None and theirs is not None for own, theirs in zip(*tiers[:2]))  # noqa: B905 (Python 3.9 runs it)
+    if here and kept:
         how = (
-            f"by size (no recorded costs yet in {shown(costs_path)})"
-            if costs_path
-            else "by size (compile costs not kept: BUILD2CMAKE_COSTS_DIR=OFF, or no home folder)"
+            f"by recorded seconds ({here} of {len(sources)} recorded, {kept} in the project's "
+            f"{CARRIED_NAME})"
         )
+    elif here:
+        how = f"by recorded seconds ({here} of {len(sources)} recorded)"
+    elif kept:
+        how = f"by the project's {CARRIED_NAME} ({kept} of {len(sources)} recorded there)"
+    elif costs_path:
+        how = f"by size (no recorded costs yet in {shown(costs_path)})"
+    else:
+        how = "by size (compile costs not kept: BUILD2CMAKE_COSTS_DIR=OFF, or no home folder)"
     ranked = sorted(range(len(sources)), key=lambda i: (-weights[i], i))
-    return ranked, how
+    return ranked, how + unused
 
 
 def main(argv: list[str]) -> int:
@@ -298,6 +399,8 @@ def main(argv: list[str]) -> int:
                 options.get("include", []),
                 positional,
                 first.get("build-dir", ""),
+                first.get("carried", ""),
+                first.get("backend", ""),
             )
             print(",".join(map(str, ranked)) + "\n" + how, end="")
         elif command == "record":

@@ -385,12 +385,19 @@ function(_build2cmake_costs_file out)
   endif()
 endfunction()
 
-# `sources` of `target`, longest first (see build2cmake_schedule.py); as listed where the script
-# gives no answer.
+# `sources` of `target`, longest first (see build2cmake_schedule.py): by this machine's recorded
+# seconds, else by the project's own record (build2cmake-costs.tsv, its author's: a first build
+# here starts the longest first too), else by size; as listed where the script gives no answer.
 function(_build2cmake_schedule_order target out)
   set(sources ${ARGN})
   list(LENGTH sources count)
   if(count LESS 2)
+    set(${out} ${sources} PARENT_SCOPE)
+    return()
+  endif()
+  if(CMAKE_VERSION VERSION_LESS 3.27)
+    message(STATUS "build2cmake: ${target}: sources in build.toml's order (CMake "
+      "${CMAKE_VERSION}; from 3.27 the longest compile first, still linked in build.toml's order)")
     set(${out} ${sources} PARENT_SCOPE)
     return()
   endif()
@@ -403,6 +410,8 @@ function(_build2cmake_schedule_order target out)
       "${BUILD2CMAKE_SCHEDULE_SCRIPT}" order --costs "${costs}"
       --source-dir "${CMAKE_CURRENT_SOURCE_DIR}" --binary-dir "${CMAKE_CURRENT_BINARY_DIR}"
       --build-dir "${CMAKE_BINARY_DIR}" --include "${BUILD2CMAKE_PROJECT_DIR}" ${includes}
+      --carried "${BUILD2CMAKE_PROJECT_DIR}/build2cmake-costs.tsv"
+      --backend "${BUILD2CMAKE_SELECTED_BACKEND}"
       -- ${sources}
     WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
     OUTPUT_VARIABLE answer RESULT_VARIABLE status ERROR_VARIABLE error TIMEOUT 120)
@@ -893,9 +902,21 @@ function(build2cmake_kernel_library target out_sources)
   set(compiled ${ARGN})
   list(FILTER compiled EXCLUDE REGEX "\\.(h|hh|hpp|hxx|cuh|inc|inl|tcc)$")
   if(compiled)
+    set(listed ${compiled})
     # Longest first: Ninja starts this target's compiles in the order listed here.
     _build2cmake_schedule_order(${target} compiled ${compiled})
     add_library(${target} OBJECT ${compiled})
+    # The extension links the objects in build.toml's order all the same (see
+    # build2cmake_kernel_common): the positions of build.toml's sources in the compile order.
+    if(NOT compiled STREQUAL listed)
+      set(positions)
+      foreach(source IN LISTS listed)
+        list(FIND compiled "${source}" position)
+        list(APPEND positions ${position})
+      endforeach()
+      list(JOIN positions "," positions)
+      set_target_properties(${target} PROPERTIES BUILD2CMAKE_LINK_POSITIONS "${positions}")
+    endif()
   else()
     add_library(${target} INTERFACE)
     message(STATUS "build2cmake: ${target} compiles no source of its own (it lists only headers, "
@@ -935,7 +956,30 @@ function(build2cmake_kernel_common extension target)
   endforeach()
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON
     CXX_STANDARD ${BUILD2CMAKE_STANDARD})
-  target_link_libraries(${extension} PRIVATE ${target})
+  # The objects are linked in build.toml's order, whatever order they compiled in: static
+  # initialisers run in link order, and kernels rely on it (kernels-community's layer-norm fills,
+  # from each instantiation file, a map that its first source, ln_api.cpp, defines; started
+  # before the map's constructor, they would fill it before it exists). Linking the library
+  # links its objects in its sources' order, the compile order; so a reordered library's
+  # objects are taken in build.toml's order ($<LIST:GET>, CMake 3.27), and what linking it
+  # would bring besides (its dependencies' libraries) once everything is added to it.
+  get_target_property(positions ${target} BUILD2CMAKE_LINK_POSITIONS)
+  if(positions)
+    target_sources(${extension} PRIVATE "$<LIST:GET,$<TARGET_OBJECTS:${target}>,${positions}>")
+    add_dependencies(${extension} ${target})
+    # A deferred call's arguments are read when it runs: EVAL fixes these names now.
+    cmake_language(EVAL CODE
+      "cmake_language(DEFER CALL _build2cmake_link_dependencies [[${extension}]] [[${target}]])")
+  else()
+    target_link_libraries(${extension} PRIVATE ${target})
+  endif()
+endfunction()
+
+function(_build2cmake_link_dependencies extension target)
+  get_target_property(dependencies ${target} INTERFACE_LINK_LIBRARIES)
+  if(dependencies)
+    target_link_libraries(${extension} PRIVATE ${dependencies})
+  endif()
 endfunction()
 
 # A source several kernels list is compiled once per extension, for all of them (see
