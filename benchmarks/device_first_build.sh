@@ -14,7 +14,8 @@
 # compiler cache, `build2cmake build` through benchmarks/big_kernels.py (wall, floor, top steps).
 # This machine's costs are kept under $COSTS (default .fb/costs, an ignored folder of the
 # checkout) and copied to $OUT/costs, so that a later call on a fresh machine can carry them.
-# Projects come from $CORPUS (default .corpus: copies of kernels-community's folders); wheels the
+# A project with a check of its own (benchmarks/<name>_check.py: layer-norm's) is checked on
+# the GPU after it is built. Projects come from $CORPUS (default .corpus: copies of kernels-community's folders); wheels the
 # machine lacks (tomlkit, nvidia-cutlass) from .whl, as device_cuda.sh says.
 set -uo pipefail
 MODE=${1:?MODE: first, recorded or size}
@@ -54,6 +55,12 @@ for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 cp -r "$COSTS" "$OUT/costs"
 for spec in "$@"; do
   name=${spec%%:*}
+  # A project's own check of what it built, where benchmarks/ has one (layer_norm_check.py).
+  check="benchmarks/$(basename "$name" | tr - _)_check.py"
+  if [ -f "$check" ] && [ "$MODE" != size ]; then
+    python3 "$check" "/tmp/fb-work/$name-$MODE/$(basename "$name")" > "$OUT/$name-$MODE-check.log" 2>&1
+    echo "$check: exit $?"; tail -3 "$OUT/$name-$MODE-check.log"
+  fi
   grep -a -h "longest first" "/tmp/fb-work/$name-$MODE/$(basename "$name").log" | head -4
   tail -4 "$OUT/$name-$MODE.log"
 done

@@ -468,3 +468,45 @@ def test_objects_link_in_build_tomls_order_whatever_order_they_compile_in(
     )  # fmt: skip
     assert check.returncode == 0, check.stderr[-2000:]
     assert check.stdout.strip() == "0"
+
+
+@pytest.mark.compile
+def test_the_longest_source_of_a_later_kernel_starts_first(
+    project: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """Ninja starts compiles target after target; the priorities (a chain of no-op steps per
+    place, Ninja 1.12's critical path) rank every kernel's sources together: with one job, the
+    first compile is the most-weighed one, of the kernel build.toml lists last."""
+    root = uneven(project("scale_add"))
+    (root / "cpu2").mkdir()
+    (root / "cpu2" / "spin.cpp").write_text(SPIN)
+    toml = root / "build.toml"
+    toml.write_text(
+        toml.read_text()
+        + '\n[kernel.second_cpu]\nbackend = "cpu"\ndepends = ["torch"]\nsrc = ["cpu2/spin.cpp"]\n'
+    )
+    generate_torch(toml, force=True)
+    (root / RECORD).write_text(
+        "90\tcpu\tcpu2/spin.cpp\n3\tcpu\tcpu/heavy.cpp\n2\tcpu\tcpu/ops_cpu.cpp\n"
+        "1\tcpu\tcpu/light.cpp\n"
+    )
+    result = run_cli(
+        "build", toml, "--backend", "cpu", "--jobs", "1",
+        "-D", f"BUILD2CMAKE_COSTS_DIR={tmp_path / 'costs'}",
+        "-D", "BUILD2CMAKE_COMPILER_LAUNCHER=none", "-D", "BUILD2CMAKE_CORES=2",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    build_dir = root / "build" / "cmake-variant-cpu"
+    started = [
+        line.split("\t")[3]
+        for line in (build_dir / ".ninja_log").read_text().splitlines()[1:]
+        if line.split("\t")[3].endswith(".cpp.o")
+    ]
+    assert started[0] == "CMakeFiles/kernel_second_cpu.dir/cpu2/spin.cpp.o", started
+    # Then the first kernel's, longest first (the binding, unrecorded, is weighed by size).
+    kernel = [name.rsplit("/", 1)[1] for name in started if "kernel_ops_cpu" in name]
+    assert kernel == ["heavy.cpp.o", "ops_cpu.cpp.o", "light.cpp.o"], started
+    # Four places (2 x 2 cores): stamps 0-3 in the build folder, each made once.
+    assert sorted(p.name for p in (build_dir / "build2cmake-priorities").iterdir()) == [
+        "0.stamp", "1.stamp", "2.stamp", "3.stamp"
+    ]  # fmt: skip

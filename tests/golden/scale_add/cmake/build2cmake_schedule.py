@@ -318,6 +318,25 @@ def order(
     carried_path: str = "",
     backend: str = "",
 ) -> tuple[list[int], str]:
+    """The sources' indices, longest first, and how they were weighed (see `weigh`)."""
+    ranked, how, _ = weigh(
+        costs_path, source_dir, binary_dir, includes, sources, build_dir, carried_path, backend
+    )
+    return ranked, how
+
+
+def weigh(
+    costs_path: str,
+    source_dir: str,
+    binary_dir: str,
+    includes: list[str],
+    sources: list[str],
+    build_dir: str = "",
+    carried_path: str = "",
+    backend: str = "",
+) -> tuple[list[int], str, list[float]]:
+    """`order`, with each source's weight: seconds on this machine's scale, or estimated bytes
+    when nothing is recorded."""
     if costs_path and build_dir:
         # What an earlier build in this folder finished, stopped or not; left unrecorded if the
         # folder cannot be written, and the order still follows what is recorded.
@@ -335,7 +354,7 @@ def order(
             reason = "a symbolic link" if error.errno == errno.ELOOP else error.strerror or error
             unused = f"; {CARRIED_NAME} not used: {shown(str(reason))}"
     if not sources:
-        return [], "nothing to order"
+        return [], "nothing to order", []
     keys = [object_key(source, source_dir, binary_dir) for source in sources]
     estimate = ColdEstimate([source_dir, binary_dir], includes)
     cold = [estimate(os.path.join(source_dir, source)) for source in sources]
@@ -371,7 +390,7 @@ def order(
     else:
         how = "by size (compile costs not kept: BUILD2CMAKE_COSTS_DIR=OFF, or no home folder)"
     ranked = sorted(range(len(sources)), key=lambda i: (-weights[i], i))
-    return ranked, how + unused
+    return ranked, how + unused, weights
 
 
 def main(argv: list[str]) -> int:
@@ -392,7 +411,7 @@ def main(argv: list[str]) -> int:
         if command == "cores":
             print(cores(), end="")
         elif command == "order":
-            ranked, how = order(
+            ranked, how, weights = weigh(
                 first.get("costs", ""),
                 first["source-dir"],
                 first["binary-dir"],
@@ -402,7 +421,10 @@ def main(argv: list[str]) -> int:
                 first.get("carried", ""),
                 first.get("backend", ""),
             )
-            print(",".join(map(str, ranked)) + "\n" + how, end="")
+            # The weights in thousandths, as whole numbers (CMake sorts them as such), in the
+            # order of the indices: the build ranks every kernel's sources by them together.
+            thousandths = [str(min(10**15, max(0, round(weights[i] * 1000)))) for i in ranked]
+            print(",".join(map(str, ranked)) + "\n" + how + "\n" + ",".join(thousandths), end="")
         elif command == "record":
             record(first["costs"], first["build-dir"])
         else:

@@ -391,7 +391,7 @@ endfunction()
 function(_build2cmake_schedule_order target out)
   set(sources ${ARGN})
   list(LENGTH sources count)
-  if(count LESS 2)
+  if(count LESS 1)
     set(${out} ${sources} PARENT_SCOPE)
     return()
   endif()
@@ -415,15 +415,20 @@ function(_build2cmake_schedule_order target out)
       -- ${sources}
     WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
     OUTPUT_VARIABLE answer RESULT_VARIABLE status ERROR_VARIABLE error TIMEOUT 120)
-  # Two lines: the indices, and how they were ordered (which may name a folder holding ";").
+  # Three lines: the indices, how they were ordered (which may name a folder holding ";"), and
+  # the weights of the sources in that order (thousandths of seconds, or of estimated bytes).
   set(ordered)
-  if(status EQUAL 0 AND answer MATCHES "^([0-9]+(,[0-9]+)*)\n([^\n]*)$")
+  set(weighed)
+  if(status EQUAL 0 AND answer MATCHES "^([0-9]+(,[0-9]+)*)\n([^\n]*)\n([0-9]+(,[0-9]+)*)$")
     string(REPLACE "," ";" indices "${CMAKE_MATCH_1}")
     set(how "${CMAKE_MATCH_3}")
-    foreach(index IN LISTS indices)
-      if(index LESS count)
+    string(REPLACE "," ";" weights "${CMAKE_MATCH_4}")
+    foreach(index weight IN ZIP_LISTS indices weights)
+      if(index LESS count AND weight MATCHES "^[0-9]+$")
         list(GET sources ${index} source)
+        list(LENGTH ordered position)
         list(APPEND ordered "${source}")
+        list(APPEND weighed "${weight}|${target}|${position}")
       endif()
     endforeach()
   endif()
@@ -434,8 +439,58 @@ function(_build2cmake_schedule_order target out)
     set(${out} ${sources} PARENT_SCOPE)
     return()
   endif()
-  message(STATUS "build2cmake: ${target}: ${count} sources, longest first ${how}")
+  if(count GREATER 1)
+    message(STATUS "build2cmake: ${target}: ${count} sources, longest first ${how}")
+  endif()
+  # Every kernel's sources are ranked together once all are known (_build2cmake_priorities).
+  get_property(pending GLOBAL PROPERTY _b2c_weighed_units SET)
+  if(NOT pending)
+    cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _build2cmake_priorities)
+  endif()
+  set_property(GLOBAL APPEND PROPERTY _b2c_weighed_units ${weighed})
   set(${out} ${ordered} PARENT_SCOPE)
+endfunction()
+
+# The order above holds within a kernel: Ninja starts ready compiles of equal priority in the
+# order build.ninja lists them, target after target, so the longest source of a kernel listed
+# later (mamba-ssm's causal_conv1d_bwd.cu, after selective_scan's ten) waits for the earlier
+# kernels' sources. Ninja 1.12 and later start the compile with the longest chain of steps after
+# it first (its critical path, each step counting one). So every kernel's sources, ranked by
+# their weights together, are given chains of that length: a line of no-op steps (touching a
+# stamp each) that the build's default target waits for, the most-weighed source feeding the
+# step farthest from its end. The first 2 x the cores sources get a place of their own (no later
+# start matters), at most 128. Older Ninja ignores it (each kernel's own order still holds); an
+# edited source reruns the stamps after its place (milliseconds each).
+function(_build2cmake_priorities)
+  get_property(units GLOBAL PROPERTY _b2c_weighed_units)
+  list(LENGTH units count)
+  if(count LESS 2)
+    return()
+  endif()
+  list(SORT units COMPARE NATURAL ORDER DESCENDING)
+  math(EXPR depth "${BUILD2CMAKE_CORE_COUNT} * 2")
+  foreach(bound ${count} 128)
+    if(depth GREATER bound)
+      set(depth ${bound})
+    endif()
+  endforeach()
+  set(folder "${CMAKE_BINARY_DIR}/build2cmake-priorities")
+  math(EXPR last "${depth} - 1")
+  set(previous)
+  foreach(step RANGE ${last} 0 -1)
+    math(EXPR rank "${last} - ${step}")
+    list(GET units ${rank} unit)
+    string(REPLACE "|" ";" fields "${unit}")
+    list(GET fields 1 target)
+    list(GET fields 2 position)
+    set(stamp "${folder}/${step}.stamp")
+    add_custom_command(OUTPUT "${stamp}"
+      COMMAND "${CMAKE_COMMAND}" -E touch "${stamp}"
+      DEPENDS ${previous} "$<LIST:GET,$<TARGET_OBJECTS:${target}>,${position}>"
+      VERBATIM)
+    set(previous "${stamp}")
+  endforeach()
+  add_custom_target(build2cmake_priorities ALL DEPENDS "${previous}")
 endfunction()
 
 # One interpreter call answers everything the build asks of Python and torch: the Python version,
