@@ -544,7 +544,6 @@ MUTANTS += [Mutant(name, path, old, new, area) for name, path, old, new, area in
 ]]  # fmt: skip
 
 
-
 def copy_repo(destination: Path, tests_from: str | None) -> None:
     """The working tree (tracked and untracked files, no build outputs) into `destination`."""
     listed = subprocess.run(
