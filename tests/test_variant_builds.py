@@ -367,3 +367,32 @@ def test_a_local_mirror_is_mounted_into_the_toolchain_with_the_files_beside_its_
         find_links=(str(tmp_path / "links"),),
     )
     assert _local_folders(sources) == [str(tmp_path / "mirror"), str(tmp_path / "links")]
+
+
+def test_a_stable_abi_backend_builds_one_variant_named_after_its_abi(tmp_path: Path) -> None:
+    """[torch.stable-abi] cpu = "2.10": the cpu variants of every torch release are one build,
+    torch-stable-abi210-cpu-<machine>-linux (kernel-builder's name, the one kernels loads), made
+    by the torch named; cuda, not in the table, keeps a variant per torch. Before #59's fix the
+    build stopped: it expected torch213-cxx11-cpu and the environment made the ABI's name."""
+    root = copy_project(FIXTURES / "stable_abi", tmp_path / "p")
+    listed = run_cli("list-variants", root / "build.toml", "--folders")
+    assert listed.returncode == 0, listed.stderr
+    folders = listed.stdout.split()
+    machine = platform.machine()
+    assert folders.count(f"torch-stable-abi210-cpu-{machine}-linux") == 1, folders
+    assert not [f for f in folders if "-cxx11-cpu-" in f], folders
+    assert any(f.startswith("torch213-cxx11-cu130-") for f in folders), folders
+
+    # Older than the ABI: one error naming it, nothing written.
+    older = run_cli("build", root / "build.toml", "--variants", "torch2.9-cpu", "--no-isolation")
+    assert older.returncode == 2
+    assert "torch 2.10's stable ABI, which torch 2.9 does not have" in older.stderr
+    assert not (root / "build").exists()
+
+    result = run_cli(
+        "build", root / "build.toml", "--variants", "torch2.13-cpu", "--no-isolation", "-j", "2"
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    variant = root / "build" / f"torch-stable-abi210-cpu-{machine}-linux"
+    assert json.loads((variant / "metadata.json").read_text())["backend"]["type"] == "cpu"
+    assert "torch2.13-cpu: ok" in result.stdout

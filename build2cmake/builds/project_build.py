@@ -14,7 +14,7 @@ from build2cmake.builds.variant_builds import VariantResult
 from build2cmake.builds.variant_env import PackageSources
 from build2cmake.builds.variant_folders import BuildReport
 from build2cmake.config import load_project
-from build2cmake.config.hub_variants import HubVariant, project_variants
+from build2cmake.config.hub_variants import HubVariant, for_project, project_variants
 from build2cmake.config.lock import checked_lock
 from build2cmake.config.model import Project
 from build2cmake.generate.project import (
@@ -146,7 +146,7 @@ def build_variants(
     lock_note = checked_lock(project, build_toml)
     if lock_note is not None:
         print(printable(f"build2cmake: warning: {lock_note}"), file=sys.stderr, flush=True)
-    chosen = project_variants(project) if variants is None else variants
+    chosen = project_variants(project) if variants is None else for_project(project, variants)
     if not chosen:
         raise Build2CMakeError(
             f"{build_toml}: no variant to build (universal kernels build torch-universal with "

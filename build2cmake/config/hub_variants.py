@@ -16,6 +16,7 @@ whether it exists.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import platform
@@ -104,6 +105,9 @@ class HubVariant:
     backend: str  # "cpu", "cuda" or "rocm"
     toolkit: tuple[int, int] | None = None  # CUDA or ROCm major.minor; None for cpu
     framework: str = "torch"  # or "tvm-ffi"
+    # The torch stable ABI the project builds this backend against ([torch.stable-abi]): the
+    # build is named after it, not after the torch that compiled it (see `for_project`).
+    stable_abi: tuple[int, int] | None = None
 
     @property
     def backend_tag(self) -> str:
@@ -123,6 +127,8 @@ class HubVariant:
         tvm-ffi variants carry no C++ ABI tag)."""
         if self.framework == "tvm-ffi":
             framework = f"tvm-ffi{self.torch[0]}{self.torch[1]}"
+        elif self.stable_abi is not None:
+            framework = f"torch-stable-abi{self.stable_abi[0]}{self.stable_abi[1]}"
         else:
             framework = f"torch{self.torch[0]}{self.torch[1]}-cxx11"
         return f"{framework}-{self.backend_tag}-{_machine(machine)}-linux"
@@ -249,4 +255,39 @@ def project_variants(
             ):
                 continue
         chosen.append(variant)
+    return for_project(project, chosen, every=True)
+
+
+def for_project(
+    project: Project, variants: list[HubVariant], *, every: bool = False
+) -> list[HubVariant]:
+    """`variants` as `project` builds them: a backend that [torch.stable-abi] names builds
+    against that stable ABI, so its variants are named after the ABI
+    (torch-stable-abi210-cu130-x86_64-linux, as kernel-builder names them and `kernels` loads
+    them), one per toolkit: of several torch releases the first listed builds it (with `every`,
+    the set `--all` builds, the oldest at or above the ABI: no newer header can slip in), and a
+    torch older than the ABI cannot (dropped with `every`, an error for a variant asked for)."""
+    chosen: list[HubVariant] = []
+    folders: set[str] = set()
+    for variant in variants:
+        abi = (
+            project.torch.stable_abi_for(variant.backend)
+            if project.torch is not None and variant.framework == "torch"
+            else None
+        )
+        if abi is not None:
+            major, minor = (int(part) for part in abi.split(".")[:2])
+            if variant.torch < (major, minor):
+                if every:
+                    continue
+                raise Build2CMakeError(
+                    f"--variants {variant.spec}: build.toml's [torch.stable-abi] builds "
+                    f"{variant.backend} against torch {abi}'s stable ABI, which torch "
+                    f"{variant.torch[0]}.{variant.torch[1]} does not have; name a torch "
+                    f"{abi} or newer (`build2cmake list-variants` prints them)"
+                )
+            variant = dataclasses.replace(variant, stable_abi=(major, minor))
+        if variant.folder() not in folders:
+            folders.add(variant.folder())
+            chosen.append(variant)
     return chosen
