@@ -494,14 +494,16 @@ _CARRIED = "build2cmake/builds/carried_costs.py"
 # writes it), each mutant written from docs/building.md ("A first build") and the diff.
 MUTANTS += [Mutant(name, path, old, new, area) for name, path, old, new, area in [
     ("carried-link-followed", _SCHEDULE,
-     "raw = read_bounded(path, COSTS_LIMIT, follow=False)",
-     "raw = read_bounded(path, COSTS_LIMIT, follow=True)", "schedule"),
+     "read_bounded(path, COSTS_LIMIT, follow=False)",
+     "read_bounded(path, COSTS_LIMIT, follow=True)", "schedule"),
     ("carried-any-file-type", _SCHEDULE,
      "    if not stat.S_ISREG(os.fstat(descriptor).st_mode):\n", "    if False:\n", "schedule"),
     ("carried-unbounded", _SCHEDULE,
      "    if len(raw) > limit:\n", "    if False:\n", "schedule"),
     ("carried-other-backend-read", _SCHEDULE,
-     "if len(fields) != 3 or fields[1] != backend:", "if len(fields) != 3:", "schedule"),
+     "carried = read_carried(carried_path).get(backend, {})",
+     "carried = {k: v for c in read_carried(carried_path).values() for k, v in c.items()}",
+     "schedule"),
     ("carried-over-own", _SCHEDULE,
      "        [costs.get(key) if key else None for key in keys],\n"
      "        [carried.get(key) if key else None for key in keys],\n",

@@ -66,7 +66,7 @@ def test_a_first_build_orders_by_the_projects_record_on_this_machines_scale(
     costs = tmp_path / "costs" / "p-cuda.tsv"
 
     def ranked() -> tuple[list[str], str]:
-        order, how = schedule.order(
+        order, how, _ = schedule.order(
             str(costs), str(folder), str(tmp_path / "b"), [], names, "", str(carried), "cuda"
         )
         return [names[i] for i in order], how
@@ -124,7 +124,7 @@ def test_a_broken_or_hostile_record_changes_nothing_but_what_it_validly_says(
         carried.mkdir()
         reason = "not a regular file"
     elif kind == "device":  # an endless one
-        order, how = schedule.order(
+        order, how, _ = schedule.order(
             "", str(folder), str(tmp_path / "b"), [], names, "", "/dev/zero", "cuda"
         )
         assert [names[i] for i in order] == ["c.cu", "b.cu", "a.cu"]
@@ -143,7 +143,7 @@ def test_a_broken_or_hostile_record_changes_nothing_but_what_it_validly_says(
         )
     elif kind == "other-backend":
         carried.write_text(carried_costs.RECORD_HEADER + "50\trocm\ta.cu\n")
-    order, how = schedule.order(
+    order, how, _ = schedule.order(
         "", str(folder), str(tmp_path / "b"), [], names, "", str(carried), "cuda"
     )
     assert [names[i] for i in order] == ["c.cu", "b.cu", "a.cu"], how
@@ -164,14 +164,14 @@ def test_one_valid_line_among_hostile_ones_is_the_only_one_used(
         "1e9\tcuda\tc.cu\n7\tcuda\t../../etc/passwd\n50\tcuda\ta.cu\n-1\tcuda\tb.cu\n"
         + "\x1b[2J\tcuda\tb.cu\n"
     )
-    order, how = schedule.order(
+    order, how, _ = schedule.order(
         "", str(folder), str(tmp_path / "b"), [], names, "", str(carried), "cuda"
     )
     # a.cu at 50 s; b.cu and c.cu by bytes on the record's scale (0.5 s a byte: 100 and 150).
     assert [names[i] for i in order] == ["c.cu", "b.cu", "a.cu"]
     assert how == f"by the project's {RECORD} (1 of 3 recorded there)"
     # A backend that is not a plain name reads nothing.
-    _, how = schedule.order(
+    _, how, _ = schedule.order(
         "", str(folder), str(tmp_path / "b"), [], names, "", str(carried), "../cuda"
     )
     assert how.startswith("by size")
@@ -188,7 +188,7 @@ def test_an_edited_record_of_extreme_seconds_still_gives_numbers_to_sort_by(
     carried.write_text("5e-324\tcuda\ta.cu\n0\tcuda\tb.cu\n1e5\tcuda\tc.cu\n")
     costs = tmp_path / "p-cuda.tsv"
     costs.write_text("10\ta.cu\n")
-    order, how = schedule.order(
+    order, how, _ = schedule.order(
         str(costs), str(folder), str(tmp_path / "b"), [], names, "", str(carried), "cuda"
     )
     assert [names[i] for i in order] == ["c.cu", "a.cu", "b.cu"]

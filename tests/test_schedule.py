@@ -195,13 +195,13 @@ def test_a_source_added_since_the_last_build_is_placed_by_the_recorded_seconds_p
     # puts new.cu (250 bytes: 50 s) between c.cu (60 s) and b.cu (40 s).
     costs.write_text("10\ta.cu\n40\tb.cu\n60\tc.cu\n")
     names = ["a.cu", "b.cu", "c.cu", "new.cu"]
-    ranked, how = schedule.order(str(costs), str(sources), str(tmp_path / "b"), [], names)
+    ranked, how, _ = schedule.order(str(costs), str(sources), str(tmp_path / "b"), [], names)
     assert [names[i] for i in ranked] == ["c.cu", "new.cu", "b.cu", "a.cu"]
     assert how == "by recorded seconds (3 of 4 recorded)"
     # A stopped build in the folder finished new.cu in 70 s: recorded first, then ordered by.
     build_dir = tmp_path / "b"
     write_log(build_dir, [(0, 70_000, "CMakeFiles/k.dir/new.cu.o")])
-    ranked, how = schedule.order(
+    ranked, how, _ = schedule.order(
         str(costs), str(sources), str(build_dir), [], names, str(build_dir)
     )
     assert [names[i] for i in ranked] == ["new.cu", "c.cu", "b.cu", "a.cu"]
@@ -219,13 +219,13 @@ def test_the_order_says_where_it_looked_for_costs_in_one_printable_line(
     # A costs folder named with a newline and an escape: the line the build prints stays one
     # line, and the terminal gets no control character.
     folder = tmp_path / "costs\n\x1b[2J"
-    ranked, how = schedule.order(
+    ranked, how, _ = schedule.order(
         str(folder / "p-cuda.tsv"), str(sources), str(tmp_path / "b"), [], ["a.cu", "b.cu"]
     )
     assert ranked == [1, 0]
     assert how.startswith("by size (no recorded costs yet in ") and how.endswith("p-cuda.tsv)")
     assert "\\n\\x1b[2J" in how and how.isprintable()
-    _, how = schedule.order("", str(sources), str(tmp_path / "b"), [], ["a.cu", "b.cu"])
+    _, how, _ = schedule.order("", str(sources), str(tmp_path / "b"), [], ["a.cu", "b.cu"])
     assert how == "by size (compile costs not kept: BUILD2CMAKE_COSTS_DIR=OFF, or no home folder)"
 
 

@@ -28,6 +28,7 @@ from types import ModuleType
 
 from build2cmake.builds.builder import COSTS_FILE_RECORD, named_costs_file, schedule_module
 from build2cmake.config import load_project
+from build2cmake.config.schema import HEADER_SUFFIXES
 from build2cmake.ground.errors import Build2CMakeError, printable
 from build2cmake.ground.safefs import ProjectFolder, read_regular_file
 
@@ -130,16 +131,12 @@ def read_record(path: Path) -> dict[str, dict[str, float]]:
     write (its first line is not ours)."""
     rules = schedule()
     raw = read_regular_file(path, rules.COSTS_LIMIT, RECORD_NAME)
-    text = raw.decode("utf-8", "replace")
-    if text.partition("\n")[0] != RECORD_FIRST_LINE:
+    if raw.decode("utf-8", "replace").partition("\n")[0] != RECORD_FIRST_LINE:
         raise Build2CMakeError(
             f"{path}: not a record build2cmake wrote (its first line is not "
             f"{RECORD_FIRST_LINE!r}); move it away, or pass --force to replace it"
         )
-    record: dict[str, dict[str, float]] = {}
-    for backend in {line.split("\t")[1] for line in text.splitlines() if line.count("\t") == 2}:
-        if rules.BACKEND.fullmatch(backend):
-            record[backend] = rules.read_carried(str(path), backend)
+    record: dict[str, dict[str, float]] = rules.parse_carried(raw)
     return record
 
 
@@ -208,9 +205,6 @@ def save_costs(build_toml: Path, *, force: bool = False) -> CostsReport:
     written = [line.split("\t")[1] for line in lines]
     report.written = {backend: written.count(backend) for backend in fresh}
     return report
-
-
-HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl", ".tcc")
 
 
 def suggestion(build_toml: Path, backend: str) -> str | None:

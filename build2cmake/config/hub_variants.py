@@ -287,7 +287,8 @@ def for_project(
                     f"{abi} or newer (`build2cmake list-variants` prints them)"
                 )
             variant = dataclasses.replace(variant, stable_abi=(major, minor))
-        if variant.folder() not in folders:
-            folders.add(variant.folder())
+        folder = variant.folder()
+        if folder not in folders:
+            folders.add(folder)
             chosen.append(variant)
     return chosen

@@ -24,8 +24,10 @@ from pathlib import PurePosixPath
 
 from build2cmake.config.model import Kernel, Project
 
-# Not compiled (build2cmake_kernel_library's list): a header listed by several kernels is harmless.
-HEADER_SUFFIXES = frozenset(".h .hh .hpp .hxx .cuh .inc .inl .tcc".split())  # noqa: SIM905
+# Not compiled (build2cmake_kernel_library's list), so a header listed by several kernels is
+# harmless: config.schema.HEADER_SUFFIXES.
+from build2cmake.config.schema import HEADER_SUFFIXES
+
 # Sources compiled as the backend's GPU language, whose macros come from cuda-flags/hip-flags;
 # other compiled sources are C++, whose macros come from cxx-flags.
 _GPU_SUFFIXES = frozenset((".cu", ".hip"))

@@ -147,19 +147,25 @@ def read_costs(path: str) -> dict[str, float]:
     return costs
 
 
-def read_carried(path: str, backend: str) -> dict[str, float]:
-    """The seconds the project's record gives `backend`'s compiles; a line of another backend, or
-    one that is not three checked fields, is skipped. Raises OSError for a file not to be read."""
-    costs: dict[str, float] = {}
-    raw = read_bounded(path, COSTS_LIMIT, follow=False)
+def read_carried(path: str) -> dict[str, dict[str, float]]:
+    """The project's record, backend -> object key -> seconds; a line that is not three checked
+    fields is skipped. Raises OSError for a file not to be read."""
+    return parse_carried(read_bounded(path, COSTS_LIMIT, follow=False))
+
+
+def parse_carried(raw: bytes) -> dict[str, dict[str, float]]:
+    record: dict[str, dict[str, float]] = {}
     for line in raw.decode("utf-8", "replace").splitlines():
         fields = line.split("\t")
-        if len(fields) != 3 or fields[1] != backend:
+        if len(fields) != 3 or not BACKEND.fullmatch(fields[1]):
             continue
         value = seconds_of(fields[0])
-        if value is not None and plain_key(fields[2]) and len(costs) < ENTRIES_LIMIT:
+        if value is None or not plain_key(fields[2]):
+            continue
+        costs = record.setdefault(fields[1], {})
+        if len(costs) < ENTRIES_LIMIT:
             costs[fields[2]] = value
-    return costs
+    return record
 
 
 def write_costs(path: str, costs: dict[str, float]) -> None:
@@ -316,26 +322,12 @@ def order(
     build_dir: str = "",
     carried_path: str = "",
     backend: str = "",
-) -> tuple[list[int], str]:
-    """The sources' indices, longest first, and how they were weighed (see `weigh`)."""
-    ranked, how, _ = weigh(
-        costs_path, source_dir, binary_dir, includes, sources, build_dir, carried_path, backend
-    )
-    return ranked, how
-
-
-def weigh(
-    costs_path: str,
-    source_dir: str,
-    binary_dir: str,
-    includes: list[str],
-    sources: list[str],
-    build_dir: str = "",
-    carried_path: str = "",
-    backend: str = "",
 ) -> tuple[list[int], str, list[float]]:
-    """`order`, with each source's weight: seconds on this machine's scale, or estimated bytes
-    when nothing is recorded."""
+    """The sources' indices, longest first; how they were weighed, in one line; and each
+    source's weight: seconds on this machine's scale, or estimated bytes when nothing is
+    recorded."""
+    if not sources:
+        return [], "nothing to order", []
     if costs_path and build_dir:
         # What an earlier build in this folder finished, stopped or not; left unrecorded if the
         # folder cannot be written, and the order still follows what is recorded.
@@ -346,14 +338,12 @@ def weigh(
     unused = ""
     if carried_path and BACKEND.fullmatch(backend):
         try:
-            carried = read_carried(carried_path, backend)
+            carried = read_carried(carried_path).get(backend, {})
         except FileNotFoundError:
             pass
         except OSError as error:
             reason = "a symbolic link" if error.errno == errno.ELOOP else error.strerror or error
             unused = f"; {CARRIED_NAME} not used: {shown(str(reason))}"
-    if not sources:
-        return [], "nothing to order", []
     keys = [object_key(source, source_dir, binary_dir) for source in sources]
     estimate = ColdEstimate([source_dir, binary_dir], includes)
     cold = [estimate(os.path.join(source_dir, source)) for source in sources]
@@ -410,7 +400,7 @@ def main(argv: list[str]) -> int:
         if command == "cores":
             print(cores(), end="")
         elif command == "order":
-            ranked, how, weights = weigh(
+            ranked, how, weights = order(
                 first.get("costs", ""),
                 first["source-dir"],
                 first["binary-dir"],
