@@ -74,6 +74,11 @@ AREAS = {
     "gpu-targets": Area(("tests/test_shared_sources.py",)),
     "ci-workflow": Area(("tests/test_ci_workflow.py",)),
     "clean": Area(("tests/test_faults.py",), k="clean"),
+    # #59, 2026-11-29: a dependency's headers for the whole extension, and its major release.
+    "dependencies": Area(
+        ("tests/test_shared_sources.py", "tests/test_variants.py"),
+        k="cutlass or sharing_sources_link or requirements",
+    ),
 }
 
 
@@ -394,6 +399,23 @@ MUTANTS += [Mutant(name, path, old, new, area) for name, path, old, new, area in
     ("shared-union-last-kernel-only", _TORCH_CMAKE,
      "      list(APPEND union_${key} ${values})\n", "      set(union_${key} ${values})\n",
      "shared-sources"),
+    ("dependency-not-to-bindings", _TORCH_CMAKE,
+     "    foreach(target IN ITEMS ${extension} ${kernels})\n",
+     "    foreach(target IN ITEMS ${kernels})\n", "dependencies"),
+    ("dependency-declarers-only", "build2cmake/generate/render.py",
+     'for d in k.depends if d != "torch"', 'for d in k.depends if d == "sycl_tla"',
+     "dependencies"),
+    ("cutlass-oldest-major", "build2cmake/config/schema.py",
+     "return max(majors) if majors else None", "return min(majors) if majors else None",
+     "dependencies"),
+    ("cutlass-any-release", "build2cmake/builds/variant_env.py",
+     'packages.append(f"nvidia-cutlass=={cutlass}.*")', 'packages.append("nvidia-cutlass")',
+     "dependencies"),
+    ("cutlass-other-major-silent", "cmake_templates/cuda/build2cmake_cuda.cmake.j2",
+     "AND NOT CMAKE_MATCH_1 STREQUAL named AND NOT warned)",
+     "AND CMAKE_MATCH_1 STREQUAL named AND NOT warned)", "dependencies"),
+    ("cutlass-warning-repeated", "cmake_templates/cuda/build2cmake_cuda.cmake.j2",
+     "STREQUAL named AND NOT warned)", "STREQUAL named)", "dependencies"),
     ("gpu-cache-over-environment", _GPU,
      "  if(DEFINED ENV{${variable}})\n",
      "  if(DEFINED ENV{${variable}} AND NOT DEFINED ${variable})\n", "gpu-targets"),

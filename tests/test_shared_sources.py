@@ -4,7 +4,9 @@ extension (#59)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -316,6 +318,33 @@ def test_torch_cuda_arch_list_leaves_out_a_kernel_it_leaves_nothing_and_warns_on
     )
     assert "compiles once, CUDA for 9.0a (for kernel_fill_sm90)" in said
     assert "contradict" not in warned  # one kernel built: nothing to contradict
+
+
+@requires_nvcc
+def test_a_cutlass_dependency_of_another_major_release_than_the_headers_found_is_a_warning(
+    project: Callable[[str], Path], tmp_path: Path
+) -> None:
+    installed = importlib.metadata.version("nvidia-cutlass")  # scripts/setup.sh: 4.x
+    root = project("shared_source")
+    _, warned = configure_with(root, tmp_path / "4", "cutlass_4_0")
+    assert "another major release" not in warned
+    # Found by the bindings first (fill_sm80's dependency reaches them), said once.
+    _, warned = configure_with(root, tmp_path / "3", "cutlass_3_9")
+    assert warned.count("another major release") == 1
+    assert (
+        f"depends on cutlass_3_9 (CUTLASS 3.x), and the nvidia-cutlass installed is {installed}, "
+        "of another major release, whose API differs. If the build fails in CUTLASS's headers: "
+        in warned
+    )
+    assert "-m pip install --no-deps 'nvidia-cutlass==3.*'" in warned
+
+
+def configure_with(root: Path, build_dir: Path, dependency: str) -> tuple[str, str]:
+    build_toml = root / "build.toml"
+    text = re.sub(r'"cutlass_\d+_\d+"', f'"{dependency}"', build_toml.read_text())
+    build_toml.write_text(text)
+    generate_torch(build_toml, force=True)
+    return configure(root, build_dir, "cuda")
 
 
 @requires_rocm_toolchain

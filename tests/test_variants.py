@@ -33,6 +33,7 @@ from build2cmake.config.hub_variants import (
     project_variants,
     required_variants,
 )
+from build2cmake.config.schema import cutlass_major
 from build2cmake.ground.errors import Build2CMakeError
 from build2cmake.toolchains.rocm_installs import SearchRoots, discover, pick
 from tests.conftest import run_cli
@@ -291,10 +292,20 @@ def test_variants_and_backend_cannot_be_combined(project: Callable[[str], Path])
     assert result.returncode == 2 and "use torch<major>.<minor>" in result.stderr
 
 
+def test_a_cutlass_dependency_names_its_major_release() -> None:
+    # kernels-community's vllm-flash-attn3 (cutlass_3_9) does not compile with 4.2's headers.
+    assert cutlass_major(["torch", "cutlass_3_9"]) == 3
+    assert cutlass_major(["cutlass_4_0", "cutlass_3_8"]) == 4
+    assert cutlass_major(["cutlass_2_10"]) == 2
+    assert cutlass_major(["torch", "metal-cpp"]) is None
+
+
 def test_environment_requirements_pair_torch_with_its_nvcc() -> None:
     assert requirements(parse_variant("torch2.13-cpu")) == ["torch>=2.13,<2.14"]
-    cu130 = requirements(parse_variant("torch2.14-cu130"), cutlass=True)
-    assert {"nvidia-cuda-nvcc==13.0.*", "nvidia-cuda-crt==13.0.*", "nvidia-cutlass"} <= set(cu130)
+    cu130 = requirements(parse_variant("torch2.14-cu130"), cutlass=cutlass_major(["cutlass_3_9"]))
+    assert {"nvidia-cuda-nvcc==13.0.*", "nvidia-cuda-crt==13.0.*", "nvidia-cutlass==3.*"} <= set(
+        cu130
+    )
     with pytest.raises(Build2CMakeError, match="CUDA before 12 is not supported"):
         requirements(parse_variant("torch2.5-cu118"))
     sources = PackageSources("https://download.pytorch.org/whl/rocm7.1", ("file:///x",), ("/w",))

@@ -46,6 +46,7 @@ from build2cmake.builds.variant_env import (
 )
 from build2cmake.config.hub_variants import HubVariant
 from build2cmake.config.model import Project
+from build2cmake.config.schema import cutlass_major
 from build2cmake.ground.errors import Build2CMakeError, printable
 from build2cmake.ground.safefs import ProjectFolder
 from build2cmake.toolchains import recipes as toolchain_recipes
@@ -118,7 +119,7 @@ def build_variants(
     # With an sccache-dist cluster (dist_jobs), the variants share its slots, not the local CPUs.
     backends = {v.backend for v in variants}
     per_variant_jobs = split_jobs(jobs or dist_jobs.cluster_slots(defines, backends), concurrent)
-    cutlass = any(d.startswith("cutlass") for k in project.kernels_for("cuda") for d in k.depends)
+    cutlass = cutlass_major(d for k in project.kernels_for("cuda") for d in k.depends)
     install_lock = threading.Lock()
     print_lock = threading.Lock()
     build_root = project_dir / "build"
@@ -184,7 +185,7 @@ def _build_one(
     *,
     extension_for: dict[str, str],
     sources: PackageSources,
-    cutlass: bool,
+    cutlass: int | None,
     jobs: int,
     defines: Sequence[str],
     force: bool,

@@ -22,7 +22,8 @@ What goes in:
   (cuBLAS, cuSPARSE, cuSOLVER, cuRAND, cuFFT; `ATen/cuda/CUDAContext.h` needs the first three)
   of the variant's release, read from their wheels without the libraries (cuda_headers): into
   the toolkit folder for 13.x, on CPATH after the machine's toolkit for 12.x.
-- `nvidia-cutlass` when a CUDA kernel depends on cutlass.
+- `nvidia-cutlass==X.*` when a CUDA kernel depends on cutlass_X_Y: the newest release of that
+  major on PyPI (schema.cutlass_major).
 - ROCm variants: torch from PyTorch's ROCm index of the variant's release
   (https://download.pytorch.org/whl/rocmX.Y; ROCm torch is not on PyPI), or the user's
   `--index-url`. Where that index cannot be reached, torch of the same release from PyPI (or the
@@ -236,8 +237,9 @@ def system_toolkit(cuda: tuple[int, int]) -> Path:
     return folder
 
 
-def requirements(variant: HubVariant, *, cutlass: bool = False) -> list[str]:
-    """The packages (PEP 508) of `variant`'s environment, before torch's own dependencies."""
+def requirements(variant: HubVariant, *, cutlass: int | None = None) -> list[str]:
+    """The packages (PEP 508) of `variant`'s environment, before torch's own dependencies;
+    `cutlass`: the CUTLASS major release its CUDA kernels depend on (schema.cutlass_major)."""
     major, minor = variant.torch
     # A tvm-ffi variant is compiled against apache-tvm-ffi of its release, and no torch.
     runtime = "apache-tvm-ffi" if variant.framework == "tvm-ffi" else "torch"
@@ -249,8 +251,8 @@ def requirements(variant: HubVariant, *, cutlass: bool = False) -> list[str]:
                 "--backend cuda in an environment that has that toolkit"
             )
         packages += toolkit_packages(variant.toolkit)
-        if cutlass:
-            packages.append("nvidia-cutlass")
+        if cutlass is not None:
+            packages.append(f"nvidia-cutlass=={cutlass}.*")
     return packages
 
 
@@ -292,7 +294,7 @@ def prepare_env(
     variant: HubVariant,
     sources: PackageSources,
     *,
-    cutlass: bool = False,
+    cutlass: int | None = None,
     python: str = sys.executable,
     root: Path | None = None,
     log: TextIO | None = None,

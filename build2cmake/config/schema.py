@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
@@ -52,6 +52,22 @@ KNOWN_DEPENDS = (
     "metal-cpp",
     "sycl_tla",
 )
+
+
+def cutlass_major(dependencies: Iterable[str]) -> int | None:
+    """The CUTLASS major release `dependencies` name (`cutlass_3_9`: 3), the newest where they
+    name several; None without one. kernel-builder fetches the release a name gives; PyPI's
+    nvidia-cutlass has some releases only (3.3 to 3.8 and 4.2 on 2026-11-29, no 2.x), and
+    CUTLASS keeps its API within a major release only, so the newest release of that major is
+    the one whose headers build such kernels (kernels-community's vllm-flash-attn3, written for
+    3.9, compiles with 3.8's headers and not with 4.2's)."""
+    majors = [
+        int(match.group(1))
+        for d in dependencies
+        if (match := re.fullmatch(r"cutlass_(\d+)_\d+", d))
+    ]
+    return max(majors) if majors else None
+
 
 _HEADERS = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl", ".tcc")
 _CXX = (".c", ".cc", ".cpp", ".cxx")

@@ -206,6 +206,14 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
         # Each backend's kernel sources: what each kernel compiles itself, and the sources
         # several kernels list, compiled once for all of them (shared_sources.py).
         "layouts": {b: backend_layout(project, b) for b in buildable},
+        # The dependencies each backend's kernels declare, besides torch: every source of the
+        # extension sees them (build2cmake_share_dependencies).
+        "shared_dependencies": {
+            b: list(
+                dict.fromkeys(d for k in project.kernels_for(b) for d in k.depends if d != "torch")
+            )
+            for b in buildable
+        },
         "stable_abi_min": _stable_abi_min(project, buildable),
         "stable_abi": [
             (b, project.torch.stable_abi_for(b))

@@ -158,18 +158,43 @@ endfunction()
 # Header libraries declared in `depends`, taken from the Python environment (PyPI packages).
 function(build2cmake_add_dependency_cuda target dependency)
   if(dependency MATCHES "^cutlass")
-    execute_process(
-      COMMAND "${Python_EXECUTABLE}" -c [=[
+    get_property(source GLOBAL PROPERTY _b2c_cutlass_source)  # asked once per configure
+    get_property(version GLOBAL PROPERTY _b2c_cutlass_version)
+    string(REGEX MATCH "^cutlass_([0-9]+)_" named "${dependency}")
+    set(named "${CMAKE_MATCH_1}")
+    if(NOT source)
+      execute_process(
+        COMMAND "${Python_EXECUTABLE}" -c [=[
 import os, cutlass_library
-print(os.path.join(os.path.dirname(cutlass_library.__file__), "source"), end="")
+from importlib import metadata
+try:
+    version = metadata.version("nvidia-cutlass")
+except metadata.PackageNotFoundError:
+    version = ""
+print(os.path.join(os.path.dirname(cutlass_library.__file__), "source"), version, sep="\n")
 ]=]
-      WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
-      OUTPUT_VARIABLE source RESULT_VARIABLE status ERROR_QUIET)
-    if(NOT status EQUAL 0 OR NOT EXISTS "${source}/include/cutlass/cutlass.h")
-      message(FATAL_ERROR
-        "build2cmake: ${target} depends on ${dependency}, whose headers come from the "
-        "nvidia-cutlass package, which ${Python_EXECUTABLE} cannot import.\n"
-        "Install it: ${Python_EXECUTABLE} -m pip install nvidia-cutlass")
+        WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
+        OUTPUT_VARIABLE found RESULT_VARIABLE status ERROR_QUIET)
+      string(REGEX REPLACE "\n.*" "" source "${found}")
+      string(REGEX REPLACE "^[^\n]*\n([0-9.]*).*" "\\1" version "${found}")
+      if(NOT status EQUAL 0 OR NOT EXISTS "${source}/include/cutlass/cutlass.h")
+        message(FATAL_ERROR
+          "build2cmake: ${target} depends on ${dependency}, whose headers come from the "
+          "nvidia-cutlass package, which ${Python_EXECUTABLE} cannot import.\n"
+          "Install it: ${Python_EXECUTABLE} -m pip install --no-deps 'nvidia-cutlass==${named}.*'")
+      endif()
+      set_property(GLOBAL PROPERTY _b2c_cutlass_source "${source}")
+      set_property(GLOBAL PROPERTY _b2c_cutlass_version "${version}")
+    endif()
+    # CUTLASS keeps its API within a major release only (see schema.cutlass_major): another
+    # major's headers may not compile the kernel. Said once per dependency.
+    get_property(warned GLOBAL PROPERTY _b2c_cutlass_warned_${dependency})
+    if(version MATCHES "^([0-9]+)\\." AND NOT CMAKE_MATCH_1 STREQUAL named AND NOT warned)
+      set_property(GLOBAL PROPERTY _b2c_cutlass_warned_${dependency} TRUE)
+      message(WARNING "build2cmake: ${target} depends on ${dependency} (CUTLASS ${named}.x), "
+        "and the nvidia-cutlass installed is ${version}, of another major release, whose API "
+        "differs. If the build fails in CUTLASS's headers: ${Python_EXECUTABLE} -m pip install "
+        "--no-deps 'nvidia-cutlass==${named}.*'")
     endif()
     target_include_directories(${target} SYSTEM PRIVATE
       "${source}/include" "${source}/tools/util/include")

@@ -1000,15 +1000,11 @@ function(build2cmake_kernel_common extension target)
   foreach(dependency IN LISTS arg_DEPENDS)
     if(dependency STREQUAL "torch")
       target_link_libraries(${target} PRIVATE build2cmake::torch)
-    elseif(COMMAND build2cmake_add_dependency_${BUILD2CMAKE_SELECTED_BACKEND})
-      cmake_language(CALL build2cmake_add_dependency_${BUILD2CMAKE_SELECTED_BACKEND}
-        ${target} ${dependency})
     else()
-      message(FATAL_ERROR
-        "build2cmake: ${target} depends on '${dependency}', which the "
-        "${BUILD2CMAKE_SELECTED_BACKEND} backend of this build2cmake does not provide.")
+      _build2cmake_add_dependency(${target} ${dependency})
     endif()
   endforeach()
+  set_property(GLOBAL APPEND PROPERTY _b2c_kernel_libraries ${target})
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON
     CXX_STANDARD ${BUILD2CMAKE_STANDARD})
   # The objects are linked in build.toml's order, whatever order they compiled in: static
@@ -1028,6 +1024,31 @@ function(build2cmake_kernel_common extension target)
   else()
     target_link_libraries(${extension} PRIVATE ${target})
   endif()
+endfunction()
+
+function(_build2cmake_add_dependency target dependency)
+  if(COMMAND build2cmake_add_dependency_${BUILD2CMAKE_SELECTED_BACKEND})
+    cmake_language(CALL build2cmake_add_dependency_${BUILD2CMAKE_SELECTED_BACKEND}
+      ${target} ${dependency})
+  else()
+    message(FATAL_ERROR
+      "build2cmake: ${target} depends on '${dependency}', which the "
+      "${BUILD2CMAKE_SELECTED_BACKEND} backend of this build2cmake does not provide.")
+  endif()
+endfunction()
+
+# A dependency one kernel declares (a header library: CUTLASS) is seen by every source of the
+# extension, as in kernel-builder's builds, where it is an include folder of the whole project:
+# kernels-community's flash-attn3 binds its ops in a [torch] source that includes CUTLASS's
+# headers, which only its kernels declare. ARGN: the dependencies (other than torch) that the
+# selected backend's kernels declare; each reaches the bindings and every kernel library built.
+function(build2cmake_share_dependencies extension)
+  get_property(kernels GLOBAL PROPERTY _b2c_kernel_libraries)
+  foreach(dependency IN LISTS ARGN)
+    foreach(target IN ITEMS ${extension} ${kernels})
+      _build2cmake_add_dependency(${target} ${dependency})
+    endforeach()
+  endforeach()
 endfunction()
 
 function(_build2cmake_link_dependencies extension target)
