@@ -77,6 +77,7 @@ AREAS = {
     # #59, 2026-11-29: a dependency's headers for the whole extension, and its major release.
     "dependencies": Area(
         ("tests/test_shared_sources.py", "tests/test_variants.py"),
+        "not rocm",
         k="cutlass or sharing_sources_link or requirements",
     ),
 }
