@@ -16,7 +16,10 @@ built one of two ways:
   ``kernels.get_local_kernel``, as a Hub user loads it; ``get_kernel("org/name")`` calls reach it
   through ``LOCAL_KERNELS``.
 
-Projects without compiled sources (Triton and noarch kernels) take the ``kernels`` route.
+Projects without compiled sources (Triton and noarch kernels) take the ``kernels`` route. A
+project sliced by benchmarks/slices.py (a SLICE.json beside its build.toml) runs its tests with
+the environment and the pytest arguments the slice names, which choose the tests of what
+was built.
 PROJECT may end in ``:pip`` or ``:kernels`` to choose. The projects run ``--jobs`` at a time;
 each build gets ``cores / jobs`` compile jobs. Writes OUT/summary.tsv (project, route, build
 seconds, build result, test seconds, pytest's last line) and OUT/<project>.log.
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import json
 import os
 import re
 import shutil
@@ -37,32 +41,41 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-# Imports a built variant through kernels, names it as its package so that `import pkg` and
-# `from pkg.x import y` in the tests find it, then runs pytest with the remaining arguments.
-KERNELS_PYTEST = """
-import importlib, importlib.abc, importlib.util, json, sys
-from pathlib import Path
-import kernels, pytest
-project = Path(sys.argv[1])
-module = kernels.get_local_kernel(project)
-name = json.loads((Path(module.__file__).parent / "metadata.json").read_text())["name"]
-name = name.replace("-", "_")
+# Imported by every Python that starts with ALIAS_DIR on its path (sitecustomize), the tests'
+# subprocesses too (megablocks' distributed tests spawn theirs): loads the variant of the project
+# that DEVICE_CORPUS_PROJECT names through kernels, and names it as its package so that
+# `import pkg` and `from pkg.x import y` find it.
+SITECUSTOMIZE = """
+import os
+if os.environ.get("DEVICE_CORPUS_PROJECT"):
+    import importlib, importlib.abc, importlib.util, json, sys
+    from pathlib import Path
+    import kernels
+    module = kernels.get_local_kernel(Path(os.environ["DEVICE_CORPUS_PROJECT"]))
+    metadata = Path(module.__file__).parent / "metadata.json"
+    name = json.loads(metadata.read_text())["name"].replace("-", "_")
 
-class Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    # `name` and `name.x` are the modules kernels loaded as `module.__name__` and its `.x`.
-    def find_spec(self, fullname, path, target=None):
-        if fullname == name or fullname.startswith(name + "."):
-            return importlib.util.spec_from_loader(fullname, self)
-        return None
-    def create_module(self, spec):
-        return importlib.import_module(module.__name__ + spec.name[len(name):])
-    def exec_module(self, loaded):
-        pass
+    class Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        # `name` and `name.x` are the modules kernels loaded as `module.__name__` and its `.x`.
+        def find_spec(self, fullname, path, target=None):
+            if fullname == name or fullname.startswith(name + "."):
+                return importlib.util.spec_from_loader(fullname, self)
+            return None
+        def create_module(self, spec):
+            return importlib.import_module(module.__name__ + spec.name[len(name):])
+        def exec_module(self, loaded):
+            pass
 
-sys.meta_path.insert(0, Alias())
-print("loaded through kernels:", module.__name__, "from", Path(module.__file__).parent, flush=True)
-sys.exit(pytest.main(sys.argv[2:]))
+    sys.meta_path.insert(0, Alias())
+    os.environ["DEVICE_CORPUS_LOADED"] = f"{module.__name__} from {metadata.parent}"
 """
+ALIAS_DIR = Path(tempfile.mkdtemp(prefix="corpus-alias-"))
+(ALIAS_DIR / "sitecustomize.py").write_text(SITECUSTOMIZE)
+KERNELS_LOADED = """
+import os, sys
+print("loaded through kernels:", os.environ["DEVICE_CORPUS_LOADED"], flush=True)
+"""
+KERNELS_PYTEST = KERNELS_LOADED + "import pytest; sys.exit(pytest.main(sys.argv[2:]))\n"
 
 
 def has_compiled_sources(project: Path) -> bool:
@@ -130,6 +143,12 @@ def one_project(spec: str, args: argparse.Namespace, jobs: int) -> str:
     env["TORCH_CUDA_ARCH_LIST"] = args.arch_list  # empty: build.toml's own capabilities
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
     env["MAX_JOBS"] = str(jobs)
+    slice_record = work / "SLICE.json"
+    slice_args: list[str] = []
+    if slice_record.is_file():
+        record = json.loads(slice_record.read_text())
+        env.update(record["test_env"])
+        slice_args = record["pytest_args"]
     python = sys.executable
     with open(args.out / f"{name}.log", "w") as log:
         start = time.monotonic()
@@ -169,6 +188,9 @@ def one_project(spec: str, args: argparse.Namespace, jobs: int) -> str:
                 ]
                 rc = run(build, log, work, env, args.build_timeout)
         build_seconds = time.monotonic() - start
+        if route != "pip":
+            env["DEVICE_CORPUS_PROJECT"] = str(work)
+            env["PYTHONPATH"] = os.pathsep.join([str(ALIAS_DIR), env["PYTHONPATH"]])
         tests = work / "tests"
         result, test_seconds = "-", 0.0
         if rc == 0 and tests.is_dir():
@@ -179,6 +201,7 @@ def one_project(spec: str, args: argparse.Namespace, jobs: int) -> str:
                 "no:cacheprovider",
                 "--continue-on-collection-errors",
                 *(["-x"] if args.first_failure else []),
+                *slice_args,
                 str(tests),
             ]
             if route == "pip":
@@ -186,6 +209,10 @@ def one_project(spec: str, args: argparse.Namespace, jobs: int) -> str:
             else:
                 if repo_id:
                     env["LOCAL_KERNELS"] = f"{repo_id}={work}"
+                # A test package named `kernels` (paged-attention's) would be imported under the
+                # name of the kernels library, which the harness has imported: renamed.
+                if (tests / "kernels").is_dir():
+                    (tests / "kernels").rename(tests / "kernels_tests")
                 command = [python, "-c", KERNELS_PYTEST, str(work), *pytest_args]
             run(command, log, work, env, args.test_timeout)
             test_seconds = time.monotonic() - start
@@ -198,12 +225,7 @@ def one_project(spec: str, args: argparse.Namespace, jobs: int) -> str:
                 package = next((work / "torch-ext").glob("*/__init__.py")).parent.name
                 check = [python, "-c", f"import {package} as p; print(p.__name__, dir(p.ops))"]
             else:
-                check = [
-                    python,
-                    "-c",
-                    KERNELS_PYTEST.replace("sys.exit(pytest.main(sys.argv[2:]))", ""),
-                    str(work),
-                ]
+                check = [python, "-c", KERNELS_LOADED]
             result = (
                 "imported (no tests)" if run(check, log, work, env, 300) == 0 else "import FAILED"
             )
