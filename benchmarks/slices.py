@@ -4,9 +4,10 @@ switches defined so that what is left links, and the matching subset of its own 
 
     python3 benchmarks/slices.py CORPUS DEST PROJECT...
 
-writes DEST/PROJECT (a copy of CORPUS/PROJECT, sliced) and DEST/PROJECT/SLICE.json: the sources
-left out, the macros defined and the environment the tests read to skip what was left out
-(benchmarks/device_corpus.py sets it). Each slice is chosen by the project's own mechanism where
+writes DEST/PROJECT (a copy of CORPUS/PROJECT, sliced) and DEST/PROJECT/SLICE.json: the
+instantiation sources kept and how many were left out, the macros defined, the files edited, and
+the environment and pytest arguments that choose the tests of what was kept
+(benchmarks/device_corpus.py uses them). Each slice is chosen by the project's own mechanism where
 it has one: flash-attention 3's `FLASHATTENTION_DISABLE_*` macros, which its setup.py defines
 from `FLASH_ATTENTION_DISABLE_*` variables while leaving the matching instantiation files out,
 and which its tests read from the same variables.
@@ -159,7 +160,7 @@ def slice_project(source: Path, dest: Path, recipe: Slice) -> dict[str, object]:
     build_toml = dest / "build.toml"
     document = tomlkit.parse(build_toml.read_text())
     flags = [f"-D{define}" for define in recipe.defines]
-    left_out: list[str] = []
+    left_out = 0
     kept: list[str] = []
     for name in recipe.drop_kernels:
         del document["kernel"][name]
@@ -173,10 +174,10 @@ def slice_project(source: Path, dest: Path, recipe: Slice) -> dict[str, object]:
         sources = []
         for src in kernel.get("src", []):
             if re.search(recipe.instantiations, "/" + src):
-                keep = re.search(recipe.keep, "/" + src) is not None
-                (kept if keep else left_out).append(src)
-                if not keep:
+                if not re.search(recipe.keep, "/" + src):
+                    left_out += 1
                     continue
+                kept.append(src)
             sources.append(src)
         kernel["src"] = sources
         if kernel.get("backend") == "cuda":
@@ -186,7 +187,7 @@ def slice_project(source: Path, dest: Path, recipe: Slice) -> dict[str, object]:
     build_toml.write_text(tomlkit.dumps(document))
     record = {
         "kept": kept,
-        "left_out": len(left_out),
+        "left_out": left_out,
         "defines": list(recipe.defines),
         "test_env": recipe.test_env,
         "pytest_args": list(recipe.pytest_args),
