@@ -20,9 +20,11 @@ Projects without compiled sources (Triton and noarch kernels) take the ``kernels
 project sliced by benchmarks/slices.py (a SLICE.json beside its build.toml) runs its tests with
 the environment and the pytest arguments the slice names, which choose the tests of what
 was built.
-PROJECT may end in ``:pip`` or ``:kernels`` to choose. The projects run ``--jobs`` at a time;
-each build gets ``cores / jobs`` compile jobs. Writes OUT/summary.tsv (project, route, build
-seconds, build result, test seconds, pytest's last line) and OUT/<project>.log.
+PROJECT may end in ``:pip`` or ``:kernels`` to choose; ``--tests NAME=PATH,...`` runs those
+test files of NAME (relative to it) instead of its whole tests/ folder. The projects run
+``--jobs`` at a time; each build gets ``cores / jobs`` compile jobs. Writes OUT/summary.tsv
+(project, route, build seconds, build result, test seconds, pytest's last line) and
+OUT/<project>.log.
 """
 
 from __future__ import annotations
@@ -202,7 +204,7 @@ def one_project(spec: str, args: argparse.Namespace, jobs: int) -> str:
                 "--continue-on-collection-errors",
                 *(["-x"] if args.first_failure else []),
                 *slice_args,
-                str(tests),
+                *(str(work / f) for f in args.tests.get(name, "tests").split(",")),
             ]
             if route == "pip":
                 command = [python, "-m", "pytest", *pytest_args]
@@ -258,6 +260,13 @@ def main() -> None:
     )
     parser.add_argument("--built", action="append", default=[], metavar="NAME=DIR")
     parser.add_argument(
+        "--tests",
+        action="append",
+        default=[],
+        metavar="NAME=PATH[,PATH]",
+        help="the test files or folders of NAME to run, relative to it (default: tests)",
+    )
+    parser.add_argument(
         "-D",
         dest="defines",
         action="append",
@@ -276,6 +285,7 @@ def main() -> None:
     parser.add_argument("--first-failure", action="store_true", help="pytest -x")
     args = parser.parse_args()
     args.built = dict(entry.split("=", 1) for entry in args.built)
+    args.tests = dict(entry.split("=", 1) for entry in args.tests)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.tsv").write_text("project\troute\tbuild_s\tbuild\ttests_s\ttests\n")
     compile_jobs = max(1, args.cores // args.jobs)

@@ -80,6 +80,12 @@ AREAS = {
         "not rocm",
         k="cutlass or sharing_sources_link or requirements",
     ),
+    # #59, 2026-11-29: an extension that would not load stops its build.
+    "symbols": Area(
+        ("tests/test_symbols.py", "tests/test_shared_sources.py"),
+        "not rocm",
+        k="symbols or loader or load or printable or interpreter or sharing_sources_link",
+    ),
 }
 
 
@@ -566,6 +572,36 @@ MUTANTS += [Mutant(name, path, old, new, area) for name, path, old, new, area in
     ("costs-suggested-with-a-record", _CARRIED,
      "    if (root / RECORD_NAME).exists() or (root / RECORD_NAME).is_symlink():\n"
      "        return None\n", "", "schedule"),
+]]  # fmt: skip
+
+_SYMBOLS = "cmake_templates/common/build2cmake_symbols.py"
+
+# Issue #59: the check that the linked extension loads (build2cmake_symbols.py, and the build
+# that runs it), each mutant written from docs/building.md ("Building for the GPUs at hand").
+MUTANTS += [Mutant(name, path, old, new, area) for name, path, old, new, area in [
+    ("symbols-python-api-missing", _SYMBOLS,
+     'if name.startswith(("Py", "_Py")):', "if False:", "symbols"),
+    ("symbols-c-kept-when-a-library-is-not-found", _SYMBOLS,
+     'if not_found and not name.startswith("_Z"):', "if False:", "symbols"),
+    ("symbols-all-dropped-when-a-library-is-not-found", _SYMBOLS,
+     'if not_found and not name.startswith("_Z"):', "if not_found:", "symbols"),
+    ("symbols-other-objects-counted", _SYMBOLS,
+     "if not found or found.group(2) != extension:", "if not found:", "symbols"),
+    ("symbols-failure-passes", _SYMBOLS,
+     "    print(message(extension, names, args.left_out), file=sys.stderr)\n    return 1\n",
+     "    print(message(extension, names, args.left_out), file=sys.stderr)\n    return 0\n",
+     "symbols"),
+    ("symbols-unprintable-names", _SYMBOLS,
+     'return "".join(c if c.isprintable() else "?" for c in text)', "return text", "symbols"),
+    ("symbols-library-dirs-not-searched", _SYMBOLS,
+     "path = [d for d in library_dirs if d] + ", "path = [] + ", "symbols"),
+    ("symbols-check-not-run", _TORCH_CMAKE,
+     '(build2cmake_symbols.py)" ON)', '(build2cmake_symbols.py)" OFF)', "symbols"),
+    ("symbols-left-out-unsaid", "cmake_templates/cuda/build2cmake_cuda.cmake.j2",
+     "      set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LEFT_OUT\n"
+     '        "${target}: none of its ${origin} (${wanted}) serves',
+     "      set_property(GLOBAL APPEND PROPERTY _UNUSED\n"
+     '        "${target}: none of its ${origin} (${wanted}) serves', "symbols"),
 ]]  # fmt: skip
 
 

@@ -100,6 +100,13 @@ class BuildEnv:
         self.python = root / "bin" / "python"
 
     def pip_install(self, project: Path, *config: str, editable: bool = True) -> None:
+        result = self.pip(project, *config, editable=editable)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def pip(
+        self, project: Path, *config: str, editable: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """`pip install` of `project` (-C settings `config`), whatever its outcome."""
         args = [
             str(sys.executable),
             "-m",
@@ -114,8 +121,7 @@ class BuildEnv:
         for setting in config:
             args += ["-C", setting]
         args += ["-e", str(project)] if editable else [str(project)]
-        result = subprocess.run(args, capture_output=True, text=True, check=False)
-        assert result.returncode == 0, result.stdout + result.stderr
+        return subprocess.run(args, capture_output=True, text=True, check=False)
 
     def run(self, code: str) -> subprocess.CompletedProcess[str]:
         """Run Python code in the environment (from a neutral folder, so imports are real)."""

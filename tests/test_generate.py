@@ -30,6 +30,7 @@ GENERATED = [
     "cmake/build2cmake_gpu_targets.cmake",
     "cmake/build2cmake_rocm.cmake",
     "cmake/build2cmake_schedule.py",
+    "cmake/build2cmake_symbols.py",
     "cmake/build2cmake_torch.cmake",
     "pyproject.toml",
     "torch-ext/registration.h",

@@ -419,6 +419,31 @@ def test_cuda_kernels_sharing_sources_link_with_sass_for_both_and_torch_cuda_arc
     called = build_env.run(CALL)
     assert "variant 2 answer 42" in called.stdout, called.stderr
 
+    # Bindings that call the left-out kernel's function unguarded (kernels-community's
+    # sage-attention at 9.0a): the build stops after its link, naming the function and the
+    # kernel (cmake/build2cmake_symbols.py), where kernel-builder's would fail at `import`.
+    binding = root / "torch-ext" / "torch_binding.cpp"
+    binding.write_text(binding.read_text().replace(
+        "int64_t answer()",
+        'extern "C" int only_sm80_answer();\nint64_t sm80() { return only_sm80_answer(); }\n'
+        "int64_t answer()",
+    ))  # fmt: skip
+    failed = build_env.pip(root, "cmake.define.BUILD2CMAKE_BACKEND=cuda")
+    said = " ".join((failed.stdout + failed.stderr).split())
+    assert failed.returncode != 0
+    assert (
+        "would not load: it calls 1 function that no source of this build and no library it "
+        "loads defines: only_sm80_answer Left out of this build, whose sources may define them: "
+        "kernel_fill_sm80: none of its cuda-capabilities (8.0) serves TORCH_CUDA_ARCH_LIST from "
+        "the environment (9.0a)" in said
+    ), said[-3000:]
+    # Built all the same when asked: the import fails as the check said.
+    build_env.pip_install(
+        root, "cmake.define.BUILD2CMAKE_BACKEND=cuda", "cmake.define.BUILD2CMAKE_CHECK_SYMBOLS=OFF"
+    )
+    called = build_env.run(CALL)
+    assert "undefined symbol: only_sm80_answer" in called.stderr, called.stdout + called.stderr
+
 
 @pytest.mark.compile
 @pytest.mark.rocm

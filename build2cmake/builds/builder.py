@@ -114,7 +114,8 @@ def _run(
 
 class _FirstError:
     """The first step Ninja reports as failed (`FAILED: <outputs>`) and the first line of its
-    output that says error, as the compiler (or a launcher such as ccache) wrote it."""
+    output that says error, as the compiler (or a launcher such as ccache) wrote it, or that a
+    step of ours wrote (`build2cmake: ...`, e.g. the extension that would not load)."""
 
     _LOOK_LINES = 200
     _ERROR = re.compile(r"\berror\b", re.IGNORECASE)
@@ -133,7 +134,8 @@ class _FirstError:
                 self.step = line[len("FAILED: ") :].strip()[:200]
             return
         self._looked += 1
-        if self._ERROR.search(line) and not line.startswith(("FAILED: ", "ninja: ")):
+        ours = line.startswith("build2cmake: ")
+        if (ours or self._ERROR.search(line)) and not line.startswith(("FAILED: ", "ninja: ")):
             self.text = line.strip()[:300]
 
 

@@ -269,6 +269,8 @@ def render_project(project: Project, options: RenderOptions) -> FileSet:
     files.add("cmake/build2cmake_build_dir.cmake", copied("common/build2cmake_build_dir.cmake"))
     # Static: the compile order and the cores (build2cmake_torch.cmake runs it).
     files.add("cmake/build2cmake_schedule.py", copied("common/build2cmake_schedule.py"))
+    # Static too: the check that the linked extension loads (a POST_BUILD step).
+    files.add("cmake/build2cmake_symbols.py", copied("common/build2cmake_symbols.py"))
     # Static too: the backend choice for a torch of no declared backend, which `build` also runs.
     files.add("cmake/build2cmake_backend.cmake", copied(BACKEND_CHOICE_MODULE))
     files.add(METADATA_PROVIDER, copied("common/build2cmake_metadata.py"))

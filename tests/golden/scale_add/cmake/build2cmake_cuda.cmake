@@ -23,6 +23,7 @@ set(CMAKE_CUDA_ARCHITECTURES OFF)
 set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
+set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LIBRARY_DIRS "${CUDAToolkit_LIBRARY_DIR}")
 # The CUDA release, as kernels' build variants name it (cu130 for 13.0).
 set(BUILD2CMAKE_BACKEND_VERSION
   "${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR}")
@@ -241,6 +242,8 @@ function(_build2cmake_cuda_capabilities target out)
       message(STATUS "build2cmake: ${target} is left out: none of its ${origin} (${wanted}) "
         "serves ${_b2c_cuda_targets_origin} (${targets}); the ops that call into it are "
         "missing from this build")
+      set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LEFT_OUT
+        "${target}: none of its ${origin} (${wanted}) serves ${_b2c_cuda_targets_origin} (${targets})")
       set(${out} "" PARENT_SCOPE)
       return()
     endif()
@@ -286,6 +289,8 @@ function(build2cmake_add_cuda_kernel extension target)
   if(arg_MINVER AND CMAKE_CUDA_COMPILER_VERSION VERSION_LESS arg_MINVER)
     message(STATUS "build2cmake: ${target}: left out: its cuda-minver is ${arg_MINVER} and "
                    "${CMAKE_CUDA_COMPILER} is CUDA ${CMAKE_CUDA_COMPILER_VERSION}")
+    set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LEFT_OUT
+      "${target}: its cuda-minver is ${arg_MINVER}, the toolkit CUDA ${CMAKE_CUDA_COMPILER_VERSION}")
     return()
   endif()
   _build2cmake_cuda_capabilities(${target} capabilities ${arg_CAPABILITIES})

@@ -55,6 +55,7 @@ endif()
 
 enable_language(HIP)
 find_package(hip CONFIG REQUIRED)
+set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LIBRARY_DIRS "${_b2c_rocm_root}/lib")
 # The ROCm release, as kernels' build variants name it (rocm52 for HIP 5.2.x).
 set(BUILD2CMAKE_BACKEND_VERSION "${hip_VERSION_MAJOR}.${hip_VERSION_MINOR}")
 
@@ -182,6 +183,8 @@ function(_build2cmake_rocm_archs target out)
       endif()
       message(STATUS "build2cmake: ${target} is left out: none of its ${origin} (${wanted}) "
         "is among ${name} (${targets}); the ops that call into it are missing from this build")
+      set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LEFT_OUT
+        "${target}: none of its ${origin} (${wanted}) is among ${name} (${targets})")
       set(${out} "" PARENT_SCOPE)
       return()
     endif()

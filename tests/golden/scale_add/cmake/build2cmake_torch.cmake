@@ -272,6 +272,9 @@ set(BUILD2CMAKE_PYTHON_WORKING_DIRECTORY "/")
 set(_b2c_run_script
   "import runpy, sys; del sys.argv[0]; runpy.run_path(sys.argv[0], run_name='__main__')")
 set(BUILD2CMAKE_SCHEDULE_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/build2cmake_schedule.py")
+set(BUILD2CMAKE_SYMBOLS_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/build2cmake_symbols.py")
+option(BUILD2CMAKE_CHECK_SYMBOLS
+  "Stop a build whose extension calls functions that nothing defines (build2cmake_symbols.py)" ON)
 
 # The schedule (build2cmake_schedule.py): compiles never ask for more cores than this process may
 # use (its CPU affinity within its cgroup's quota) nor more memory than is free, and each kernel's
@@ -841,6 +844,8 @@ macro(build2cmake_find_torch)
   # Beside libtorch: <prefix>/lib for pip's torch, the multiarch folder for Debian's
   # python3-torch/libtorch-dev (TORCH_INSTALL_PREFIX is /usr there).
   get_filename_component(_b2c_torch_libdir "${TORCH_LIBRARY}" DIRECTORY)
+  # Where the extension's libraries are, for the check that it loads (build2cmake_symbols.py).
+  set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LIBRARY_DIRS "${_b2c_torch_libdir}")
   foreach(_b2c_lib IN LISTS _b2c_torch_libs)
     find_library(_b2c_lib_path ${_b2c_lib} PATHS "${TORCH_INSTALL_PREFIX}/lib" "${_b2c_torch_libdir}"
       NO_DEFAULT_PATH NO_CACHE REQUIRED)
@@ -1139,6 +1144,27 @@ function(build2cmake_write_build_info extension)
     math(EXPR index "${index} + 1")
   endforeach()
   file(CONFIGURE OUTPUT "${CMAKE_BINARY_DIR}/build2cmake-build.json" CONTENT "${json}\n" @ONLY)
+
+  # The extension must load where it is imported: functions it calls that neither its objects
+  # nor a library it loads defines stop the build after its link, with the kernels this
+  # configure left out named (build2cmake_symbols.py says how, and what it leaves to the loader).
+  if(BUILD2CMAKE_CHECK_SYMBOLS AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
+    get_property(left_out GLOBAL PROPERTY BUILD2CMAKE_LEFT_OUT)
+    get_property(library_dirs GLOBAL PROPERTY BUILD2CMAKE_LIBRARY_DIRS)
+    list(REMOVE_DUPLICATES library_dirs)
+    set(arguments)
+    foreach(line IN LISTS left_out)
+      list(APPEND arguments --left-out "${line}")
+    endforeach()
+    foreach(folder IN LISTS library_dirs)
+      list(APPEND arguments --library-dir "${folder}")
+    endforeach()
+    add_custom_command(TARGET ${extension} POST_BUILD
+      COMMAND "${Python_EXECUTABLE}" -c "${_b2c_run_script}" "${BUILD2CMAKE_SYMBOLS_SCRIPT}"
+        "$<TARGET_FILE:${extension}>" ${arguments}
+      WORKING_DIRECTORY "${BUILD2CMAKE_PYTHON_WORKING_DIRECTORY}"
+      VERBATIM)
+  endif()
 
   # clangd reads compile_commands.json with clang's driver, which refuses g++'s -fno-gnu-unique
   # ("unknown argument": an error at the top of every file an editor opens). The flag changes
