@@ -597,6 +597,9 @@ MUTANTS += [Mutant(name, path, old, new, area) for name, path, old, new, area in
      "path = [d for d in library_dirs if d] + ", "path = [] + ", "symbols"),
     ("symbols-check-not-run", _TORCH_CMAKE,
      '(build2cmake_symbols.py)" ON)', '(build2cmake_symbols.py)" OFF)', "symbols"),
+    ("symbols-extension-loaded-in-process", _SYMBOLS,
+     "        report = trace(loader, extension, args.library_dir)\n",
+     '        report = (__import__("ctypes").CDLL(extension), "")[1]\n', "symbols"),
     ("symbols-left-out-unsaid", "cmake_templates/cuda/build2cmake_cuda.cmake.j2",
      "      set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LEFT_OUT\n"
      '        "${target}: none of its ${origin} (${wanted}) serves',

@@ -5,6 +5,7 @@ TORCH_CUDA_ARCH_LIST) is in test_shared_sources.py."""
 
 from __future__ import annotations
 
+import platform
 import re
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from tests.conftest import REPO, load_script, run_cli
 SCRIPT = REPO / "cmake_templates" / "common" / "build2cmake_symbols.py"
 
 requires_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="no g++")
+requires_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc")
 
 # A library the extension links, of a C and a C++ function; what it misses itself is not the
 # extension's to answer for.
@@ -124,6 +126,39 @@ def test_an_extension_that_loads_passes_silently(
     )  # fmt: skip
     assert symbols.main([str(extension), "--library-dir", str(tmp_path / "lib")]) == 0
     assert capsys.readouterr() == ("", "")
+
+
+# Marks by system calls of its own: a resolver runs before the C library is ready to be called.
+PLANTED = """
+static long sys(long n, long a, long b, long c) {
+  long r;
+  __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+  return r;
+}
+static void mark(const char* name) { sys(3, sys(2, (long)name, 0101, 0644), 0, 0); }
+static int impl(void) { return 1; }
+static void* resolver(void) { mark("MARKS/ifunc"); return (void*)impl; }
+int chosen(void) __attribute__((ifunc("resolver")));
+int calls_chosen(void) { return chosen(); }
+__attribute__((constructor)) static void at_load(void) { mark("MARKS/constructor"); }
+"""
+
+
+@requires_gcc
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the planted library is x86_64's")
+def test_the_check_runs_no_code_of_the_extension(
+    symbols: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The extension is built from the clone's sources: binding its symbols must not run its
+    # constructors, nor its IFUNC resolvers, which the loader calls while it relocates. (Nothing
+    # is missing in it: a missing symbol would stop a loader that runs it before its code.)
+    source = tmp_path / "planted.c"
+    source.write_text(PLANTED.replace("MARKS", str(tmp_path)))
+    extension = tmp_path / "planted.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(extension), str(source)], check=True)
+    assert symbols.main([str(extension)]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert not (tmp_path / "ifunc").exists() and not (tmp_path / "constructor").exists()
 
 
 def test_names_reach_the_terminal_printable_and_the_list_is_bounded(symbols: ModuleType) -> None:
