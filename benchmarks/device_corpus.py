@@ -177,6 +177,11 @@ def one_project(spec: str, args: argparse.Namespace, jobs: int) -> str:
                     *(f"-Ccmake.define.{define}" for define in args.defines),
                 ]
                 rc = run(install, log, work, env, args.build_timeout)
+                if rc == 124:
+                    # What had finished, for the steps that had not (sgl-flash-attn3's G10).
+                    for ninja_log in sorted(work.glob("build/*/.ninja_log")):
+                        log.write(f"\n{ninja_log} (start ms, end ms, ...):\n")
+                        log.write(ninja_log.read_text(errors="replace")[-20000:])
             elif rc == 0:
                 build = [
                     python,

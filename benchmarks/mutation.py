@@ -83,8 +83,9 @@ AREAS = {
     # #59, 2026-11-29: an extension that would not load stops its build.
     "symbols": Area(
         ("tests/test_symbols.py", "tests/test_shared_sources.py"),
-        "not rocm",
-        k="symbols or loader or load or printable or interpreter or sharing_sources_link",
+        "compile or not compile",
+        k="symbols or loader or load or printable or interpreter or sharing_sources_link "
+        "or rocm_bindings",
     ),
 }
 
@@ -600,6 +601,9 @@ MUTANTS += [Mutant(name, path, old, new, area) for name, path, old, new, area in
     ("symbols-extension-loaded-in-process", _SYMBOLS,
      "        report = trace(loader, extension, args.library_dir)\n",
      '        report = (__import__("ctypes").CDLL(extension), "")[1]\n', "symbols"),
+    ("symbols-rocm-left-out-unsaid", "cmake_templates/rocm/build2cmake_rocm.cmake.j2",
+     "      set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LEFT_OUT\n",
+     "      set_property(GLOBAL APPEND PROPERTY _UNUSED\n", "symbols"),
     ("symbols-left-out-unsaid", "cmake_templates/cuda/build2cmake_cuda.cmake.j2",
      "      set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LEFT_OUT\n"
      '        "${target}: none of its ${origin} (${wanted}) serves',

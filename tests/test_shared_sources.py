@@ -461,3 +461,39 @@ def test_rocm_kernels_sharing_a_source_hipify_it_once_and_carry_code_objects_for
     (variant,) = (root / "build").glob("torch*-rocm*")
     (library,) = variant.glob("_shared_source_rocm_*.so")
     assert sorted(rocm_targets(library)) == ["gfx90a", "gfx940"]
+
+
+@pytest.mark.compile
+@pytest.mark.rocm
+@requires_rocm_toolchain
+def test_rocm_bindings_calling_a_kernel_pytorch_rocm_arch_leaves_out_stop_the_build(
+    project: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The ROCm twin of the CUDA case above: fill_gfx90a gets a source of its own, which the
+    # bindings call; PYTORCH_ROCM_ARCH=gfx940 leaves the kernel, and with it the function, out.
+    root = project("shared_source")
+    toml = root / "build.toml"
+    listed = '[kernel.fill_gfx90a]\nbackend = "rocm"\nrocm-archs = ["gfx90a"]\n'
+    text = toml.read_text()
+    assert listed in text
+    start = text.index(listed)
+    end = text.index("\n\n", start)
+    own = text[start:end].replace('"cuda/fill.h"]', '"cuda/fill.h", "cuda/only_sm80.cu"]')
+    toml.write_text(text[:start] + own + text[end:])
+    binding = root / "torch-ext" / "torch_binding.cpp"
+    binding.write_text(binding.read_text().replace(
+        "int64_t answer()",
+        '#ifdef ROCM_KERNEL\nextern "C" int only_sm80_answer();\n'
+        "int64_t gfx90a() { return only_sm80_answer(); }\n#endif\nint64_t answer()",
+    ))  # fmt: skip
+    monkeypatch.setenv("PYTORCH_ROCM_ARCH", "gfx940")
+    result = run_cli("build", toml, "--backend", "rocm", "-j", "2")
+    said = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2, said[-3000:]
+    assert (
+        "would not load: it calls 1 function that no source of this build and no library it "
+        "loads defines: only_sm80_answer Left out of this build, whose sources may define them: "
+        "kernel_fill_gfx90a: none of its rocm-archs (gfx90a) is among PYTORCH_ROCM_ARCH from "
+        "the environment (gfx940)" in said
+    ), said[-3000:]
+    assert not [p for p in (root / "build").iterdir() if p.name.startswith("torch")]
