@@ -376,6 +376,24 @@ def elves(tool: str, path: Path) -> list[str]:
     return sorted(line.rsplit(".", 2)[-2] for line in listing.splitlines() if "ELF file" in line)
 
 
+def bindings_call_only_sm80(root: Path, guard: str | None = None) -> None:
+    """Bindings that call only_sm80.cu's function (under #ifdef `guard`, if given)."""
+    call = 'extern "C" int only_sm80_answer();\nint64_t sm80() { return only_sm80_answer(); }\n'
+    if guard:
+        call = f"#ifdef {guard}\n{call}#endif\n"
+    binding = root / "torch-ext" / "torch_binding.cpp"
+    binding.write_text(binding.read_text().replace("int64_t answer()", call + "int64_t answer()"))
+
+
+def stopped_for_only_sm80(said: str, left_out: str) -> bool:
+    """The build said it stopped for only_sm80_answer, naming `left_out` (words on one line)."""
+    return (
+        "would not load: it calls 1 function that no source of this build and no library it "
+        "loads defines: only_sm80_answer Left out of this build, whose sources may define them: "
+        + left_out
+    ) in said
+
+
 CALL = """
 import shared_source
 print("variant", shared_source.ops.variant(), "answer", shared_source.ops.answer())
@@ -422,21 +440,14 @@ def test_cuda_kernels_sharing_sources_link_with_sass_for_both_and_torch_cuda_arc
     # Bindings that call the left-out kernel's function unguarded (kernels-community's
     # sage-attention at 9.0a): the build stops after its link, naming the function and the
     # kernel (cmake/build2cmake_symbols.py), where kernel-builder's would fail at `import`.
-    binding = root / "torch-ext" / "torch_binding.cpp"
-    binding.write_text(binding.read_text().replace(
-        "int64_t answer()",
-        'extern "C" int only_sm80_answer();\nint64_t sm80() { return only_sm80_answer(); }\n'
-        "int64_t answer()",
-    ))  # fmt: skip
+    bindings_call_only_sm80(root)
     failed = build_env.pip(root, "cmake.define.BUILD2CMAKE_BACKEND=cuda")
     said = " ".join((failed.stdout + failed.stderr).split())
     assert failed.returncode != 0
-    assert (
-        "would not load: it calls 1 function that no source of this build and no library it "
-        "loads defines: only_sm80_answer Left out of this build, whose sources may define them: "
-        "kernel_fill_sm80: none of its cuda-capabilities (8.0) serves TORCH_CUDA_ARCH_LIST from "
-        "the environment (9.0a)" in said
-    ), said[-3000:]
+    assert stopped_for_only_sm80(
+        said, "kernel_fill_sm80: none of its cuda-capabilities (8.0) serves TORCH_CUDA_ARCH_LIST "
+        "from the environment (9.0a)"
+    ), said[-3000:]  # fmt: skip
     # Built all the same when asked: the import fails as the check said.
     build_env.pip_install(
         root, "cmake.define.BUILD2CMAKE_BACKEND=cuda", "cmake.define.BUILD2CMAKE_CHECK_SYMBOLS=OFF"
@@ -480,20 +491,13 @@ def test_rocm_bindings_calling_a_kernel_pytorch_rocm_arch_leaves_out_stop_the_bu
     end = text.index("\n\n", start)
     own = text[start:end].replace('"cuda/fill.h"]', '"cuda/fill.h", "cuda/only_sm80.cu"]')
     toml.write_text(text[:start] + own + text[end:])
-    binding = root / "torch-ext" / "torch_binding.cpp"
-    binding.write_text(binding.read_text().replace(
-        "int64_t answer()",
-        '#ifdef ROCM_KERNEL\nextern "C" int only_sm80_answer();\n'
-        "int64_t gfx90a() { return only_sm80_answer(); }\n#endif\nint64_t answer()",
-    ))  # fmt: skip
+    bindings_call_only_sm80(root, guard="ROCM_KERNEL")
     monkeypatch.setenv("PYTORCH_ROCM_ARCH", "gfx940")
     result = run_cli("build", toml, "--backend", "rocm", "-j", "2")
     said = " ".join((result.stdout + result.stderr).split())
     assert result.returncode == 2, said[-3000:]
-    assert (
-        "would not load: it calls 1 function that no source of this build and no library it "
-        "loads defines: only_sm80_answer Left out of this build, whose sources may define them: "
-        "kernel_fill_gfx90a: none of its rocm-archs (gfx90a) is among PYTORCH_ROCM_ARCH from "
-        "the environment (gfx940)" in said
-    ), said[-3000:]
+    assert stopped_for_only_sm80(
+        said, "kernel_fill_gfx90a: none of its rocm-archs (gfx90a) is among PYTORCH_ROCM_ARCH "
+        "from the environment (gfx940)"
+    ), said[-3000:]  # fmt: skip
     assert not [p for p in (root / "build").iterdir() if p.name.startswith("torch")]
