@@ -601,14 +601,9 @@ MUTANTS += [Mutant(name, path, old, new, area) for name, path, old, new, area in
     ("symbols-extension-loaded-in-process", _SYMBOLS,
      "        report = trace(loader, extension, args.library_dir)\n",
      '        report = (__import__("ctypes").CDLL(extension), "")[1]\n', "symbols"),
-    ("symbols-rocm-left-out-unsaid", "cmake_templates/rocm/build2cmake_rocm.cmake.j2",
-     "      set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LEFT_OUT\n",
-     "      set_property(GLOBAL APPEND PROPERTY _UNUSED\n", "symbols"),
-    ("symbols-left-out-unsaid", "cmake_templates/cuda/build2cmake_cuda.cmake.j2",
-     "      set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LEFT_OUT\n"
-     '        "${target}: none of its ${origin} (${wanted}) serves',
-     "      set_property(GLOBAL APPEND PROPERTY _UNUSED\n"
-     '        "${target}: none of its ${origin} (${wanted}) serves', "symbols"),
+    ("symbols-left-out-unsaid", _TORCH_CMAKE,
+     'set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LEFT_OUT "${target}: ${reason}")',
+     'set_property(GLOBAL APPEND PROPERTY _UNUSED "${target}: ${reason}")', "symbols"),
 ]]  # fmt: skip
 
 

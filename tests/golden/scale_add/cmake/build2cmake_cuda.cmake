@@ -239,11 +239,8 @@ function(_build2cmake_cuda_capabilities target out)
     if(NOT narrowed)
       list(JOIN capabilities ", " wanted)
       list(JOIN BUILD2CMAKE_CUDA_TARGETS ", " targets)
-      message(STATUS "build2cmake: ${target} is left out: none of its ${origin} (${wanted}) "
-        "serves ${_b2c_cuda_targets_origin} (${targets}); the ops that call into it are "
-        "missing from this build")
-      set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LEFT_OUT
-        "${target}: none of its ${origin} (${wanted}) serves ${_b2c_cuda_targets_origin} (${targets})")
+      build2cmake_leave_out(${target}
+        "none of its ${origin} (${wanted}) serves ${_b2c_cuda_targets_origin} (${targets})")
       set(${out} "" PARENT_SCOPE)
       return()
     endif()

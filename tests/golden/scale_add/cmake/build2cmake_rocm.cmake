@@ -181,10 +181,8 @@ function(_build2cmake_rocm_archs target out)
       if(list_name STREQUAL "BUILD2CMAKE_ROCM_TARGETS")
         set(name "${_b2c_rocm_targets_origin}")
       endif()
-      message(STATUS "build2cmake: ${target} is left out: none of its ${origin} (${wanted}) "
-        "is among ${name} (${targets}); the ops that call into it are missing from this build")
-      set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LEFT_OUT
-        "${target}: none of its ${origin} (${wanted}) is among ${name} (${targets})")
+      build2cmake_leave_out(${target}
+        "none of its ${origin} (${wanted}) is among ${name} (${targets})")
       set(${out} "" PARENT_SCOPE)
       return()
     endif()

@@ -276,6 +276,15 @@ set(BUILD2CMAKE_SYMBOLS_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/build2cmake_symbols.py
 option(BUILD2CMAKE_CHECK_SYMBOLS
   "Stop a build whose extension calls functions that nothing defines (build2cmake_symbols.py)" ON)
 
+# A kernel a GPU list leaves out (TORCH_CUDA_ARCH_LIST, PYTORCH_ROCM_ARCH...): one line that says
+# why and what follows, and the reason kept for the check that the extension loads, which names
+# the kernels left out when it finds functions nothing defines.
+function(build2cmake_leave_out target reason)
+  message(STATUS "build2cmake: ${target} is left out: ${reason}; the ops that call into it are "
+    "missing from this build")
+  set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LEFT_OUT "${target}: ${reason}")
+endfunction()
+
 # The schedule (build2cmake_schedule.py): compiles never ask for more cores than this process may
 # use (its CPU affinity within its cgroup's quota) nor more memory than is free, and each kernel's
 # sources are listed longest first, so Ninja starts them first. BUILD2CMAKE_CORES of one's own
