@@ -22,7 +22,7 @@ the environment and the pytest arguments the slice names, which choose the tests
 was built.
 PROJECT may end in ``:pip`` or ``:kernels`` to choose; ``--tests NAME=PATH,...`` runs those
 test files of NAME (relative to it) instead of its whole tests/ folder. The projects run
-``--jobs`` at a time; each build gets ``cores / jobs`` compile jobs. Writes OUT/summary.tsv
+``--jobs`` at a time; the builds that run at once share the cores. Writes OUT/summary.tsv
 (project, route, build seconds, build result, test seconds, pytest's last line) and
 OUT/<project>.log.
 """
@@ -169,7 +169,7 @@ def one_project(spec: str, args: argparse.Namespace, jobs: int) -> str:
                     "-m",
                     "pip",
                     "install",
-                    "-q",
+                    "-v",  # the configure's lines (pools, capabilities) and each step
                     "--no-build-isolation",
                     "--no-deps",
                     "-e",
@@ -177,11 +177,10 @@ def one_project(spec: str, args: argparse.Namespace, jobs: int) -> str:
                     *(f"-Ccmake.define.{define}" for define in args.defines),
                 ]
                 rc = run(install, log, work, env, args.build_timeout)
-                if rc == 124:
-                    # What had finished, for the steps that had not (sgl-flash-attn3's G10).
-                    for ninja_log in sorted(work.glob("build/*/.ninja_log")):
-                        log.write(f"\n{ninja_log} (start ms, end ms, ...):\n")
-                        log.write(ninja_log.read_text(errors="replace")[-20000:])
+                # Each step's times; after a time-out, what had finished (sgl-flash-attn3's G10).
+                for ninja_log in sorted(work.glob("build/*/.ninja_log")):
+                    log.write(f"\n{ninja_log} (start ms, end ms, ...):\n")
+                    log.write(ninja_log.read_text(errors="replace")[-20000:])
             elif rc == 0:
                 build = [
                     python,
@@ -252,6 +251,12 @@ def one_project(spec: str, args: argparse.Namespace, jobs: int) -> str:
     return line
 
 
+def compile_jobs(cores: int, at_once: int, projects: int) -> int:
+    """Compiles each build runs: the builds that run at once share the cores, and a project
+    built alone gets them all (until 2026-11-29 one got cores / --jobs: G2, G3, G7, G8, G10)."""
+    return max(1, cores // max(1, min(at_once, projects)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpus", type=Path)
@@ -293,9 +298,9 @@ def main() -> None:
     args.tests = dict(entry.split("=", 1) for entry in args.tests)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.tsv").write_text("project\troute\tbuild_s\tbuild\ttests_s\ttests\n")
-    compile_jobs = max(1, args.cores // args.jobs)
+    jobs = compile_jobs(args.cores, args.jobs, len(args.projects))
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        list(pool.map(lambda spec: one_project(spec, args, compile_jobs), args.projects))
+        list(pool.map(lambda spec: one_project(spec, args, jobs), args.projects))
 
 
 if __name__ == "__main__":
