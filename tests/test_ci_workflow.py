@@ -83,6 +83,9 @@ _TEXT = st.text() | _YAMLISH | st.sampled_from(["on", "No", "~", "null", "1.5", 
 @example({"k" * 1100: {"nested " * 200: ["v"]}, "on": None})
 # A literal block would drop the last line; ": " plain starts a mapping; non-ASCII is escaped.
 @example({"run": "two\nlines and a blank one\n\n", "k": "a: b", "\u00e9": "\u2028"})
+# A first line empty, then lines of spaces: a literal block would read them as empty lines
+# ("\n \n" came back as ""), or refuse them before an indented line.
+@example({"": "\n \n", "k": "\n \nabc\n", "j": "\nabc\n"})
 # Keys over the 1024 characters YAML reads as an implicit key (as escaped), at two depths.
 @example({"\u0332" * 200: None, "k": {"a" * 1030: ["x"]}})
 @given(

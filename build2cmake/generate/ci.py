@@ -309,12 +309,14 @@ def _scalar(value: object) -> str:
 
 def _literal_safe(text: str) -> bool:
     """Whether `text` reads back the same as a literal block (`|`): several lines of printable
-    ASCII ending in exactly one line break, the first not indented."""
+    ASCII ending in exactly one line break, the first neither empty nor indented. (A reader
+    takes the block's indentation from its first line holding more than spaces: lines of spaces
+    before it would be read as empty, "\n \n" as "".)"""
     return (
         "\n" in text[:-1]
         and text.endswith("\n")
         and not text.endswith("\n\n")
-        and not text.startswith(" ")
+        and not text.startswith((" ", "\n"))
         and all(" " <= c <= "~" for c in text.replace("\n", ""))
     )
 
