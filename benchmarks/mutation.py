@@ -87,6 +87,8 @@ AREAS = {
         k="symbols or loader or load or printable or interpreter or sharing_sources_link "
         "or rocm_bindings",
     ),
+    # #59: the CUDA library headers of a variant's environment.
+    "cuda-headers": Area(("tests/test_cuda_headers.py",)),
 }
 
 
@@ -387,8 +389,8 @@ MUTANTS += [Mutant(name, path, old, new, area) for name, path, old, new, area in
      "        if match:\n", "        if match and match.group(2) not in macros:\n",
      "shared-sources"),
     ("shared-undef-conflict-unseen", _SHARED,
-     "            if first_value != value:\n",
-     "            if None not in (first_value, value) and first_value != value:\n",
+     "            if before is None or before[1] == value:\n",
+     "            if before is None or before[1] == value or None in (before[1], value):\n",
      "shared-sources"),
     ("shared-unit-kernels-sorted", _SHARED,
      "groups.setdefault(tuple(k.name for k in owners), [])",
@@ -604,6 +606,54 @@ MUTANTS += [Mutant(name, path, old, new, area) for name, path, old, new, area in
     ("symbols-left-out-unsaid", _TORCH_CMAKE,
      'set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LEFT_OUT "${target}: ${reason}")',
      'set_property(GLOBAL APPEND PROPERTY _UNUSED "${target}: ${reason}")', "symbols"),
+]]  # fmt: skip
+
+
+_HEADERS = "build2cmake/builds/cuda_headers.py"
+
+# Issue #59, third round: an outside reader's mutants of the same code (shared sources, the GPU
+# lists, the load check, the CUDA library headers), each at a place no earlier mutant touched.
+MUTANTS += [Mutant(name, path, old, new, area) for name, path, old, new, area in [
+    ("shared-conflict-winner-not-followed", _SHARED,
+     "            if name in changed:\n                seen[name] = (kernel, changed[name])\n",
+     "            if before is None:\n                seen[name] = (kernel, value)\n",
+     "shared-sources"),
+    ("shared-conflict-repeated-flag-counted", _SHARED,
+     "changed = _macros(tuple(f for f in flags if f not in given))", "changed = _macros(flags)",
+     "shared-sources"),
+    ("shared-conflicts-first-source-only", _SHARED,
+     "for source in sources for line in _conflicts(members, source)",
+     "for source in sources[:1] for line in _conflicts(members, source)", "shared-sources"),
+    ("shared-empty-define-is-one", _SHARED,
+     '("1" if value is None else value)', '(value or "1")', "shared-sources"),
+    ("gpu-target-major-one-digit", _GPU,
+     'string(REGEX MATCH "^[0-9]+" target_major "${target}")',
+     'string(REGEX MATCH "^[0-9]" target_major "${target}")', "gpu-targets"),
+    ("gpu-suffixed-ptx-not-kept", _GPU,
+     'if(capability MATCHES "^([0-9]+\\\\.[0-9])[af](\\\\+PTX)?$" AND',
+     'if(capability MATCHES "^([0-9]+\\\\.[0-9])[af]$" AND', "gpu-targets"),
+    ("gpu-trailing-separator-refused", _GPU,
+     '    if(item STREQUAL "")\n      continue()\n    endif()\n', "", "gpu-targets"),
+    ("gpu-rocm-archs-limit-ignored", _ROCM,
+     "  elseif(BUILD2CMAKE_ROCM_ARCHS)\n    list(APPEND narrowing BUILD2CMAKE_ROCM_ARCHS)\n", "",
+     "gpu-targets"),
+    ("gpu-cuda-unit-of-left-out-kernels-built", _CUDA,
+     "CONFLICTS ${arg_CONFLICTS})\n  if(NOT unit_KERNELS)\n    return()\n  endif()\n"
+     "  set(capabilities",
+     "CONFLICTS ${arg_CONFLICTS})\n  set(capabilities", "gpu-targets"),
+    ("symbols-minver-left-out-unsaid", _CUDA,
+     "    set_property(GLOBAL APPEND PROPERTY BUILD2CMAKE_LEFT_OUT\n"
+     '      "${target}: its cuda-minver is',
+     "    set_property(GLOBAL APPEND PROPERTY _UNUSED\n"
+     '      "${target}: its cuda-minver is', "symbols"),
+    ("symbols-private-python-api-missing", _SYMBOLS,
+     'name.startswith(("Py", "_Py"))', 'name.startswith(("Py",))', "symbols"),
+    ("symbols-and-0-more", _SYMBOLS,
+     "    if len(names) > SHOWN:\n", "    if len(names) >= SHOWN:\n", "symbols"),
+    ("headers-library-missing-accepted", _HEADERS,
+     "    if missing:\n        asked", "    if False:\n        asked", "cuda-headers"),
+    ("headers-cu13-suffix-unnamed", _HEADERS,
+     'r"nvidia-([a-z]+)(?:-cu[0-9]+)?"', 'r"nvidia-([a-z]+)(?:-cu12)?"', "cuda-headers"),
 ]]  # fmt: skip
 
 

@@ -11,10 +11,12 @@ import hashlib
 import http.server
 import io
 import os
+import platform
 import random
 import re
 import stat
 import struct
+import sys
 import threading
 import time
 import zipfile
@@ -240,6 +242,42 @@ def test_the_libraries_are_the_ones_torch_itself_requires() -> None:
     assert cuda_headers.pins(["filelock", "sympy>=1.13.3"], (13, 2)) == [
         "cuda-toolkit[cublas,cusparse,cusolver,curand,cufft]==13.2.*"
     ]
+
+
+def stand_in_uv(folder: Path, packages: list[str]) -> str:
+    """A program answering `uv pip compile ... --format pylock.toml` as uv would for a
+    resolution holding `packages` (each with a manylinux wheel of this machine's)."""
+    arch = platform.machine()
+    lock = "".join(
+        f'[[packages]]\nname = "{name}"\nversion = "1.0"\n[[packages.wheels]]\n'
+        f'url = "https://files.invalid/{name.replace("-", "_")}-1.0-py3-none-'
+        f'manylinux_2_27_{arch}.whl"\n'
+        for name in packages
+    )
+    (folder / "pylock.toml").write_text(lock)
+    uv = folder / "uv"
+    uv.write_text(f"#!/bin/sh\ncat > /dev/null\ncat '{folder / 'pylock.toml'}'\n")
+    uv.chmod(0o755)
+    return str(uv)
+
+
+@pytest.mark.parametrize("suffix", ["", "-cu12", "-cu13"])
+def test_each_library_is_resolved_whatever_its_cuda_release_suffix(
+    tmp_path: Path, suffix: str
+) -> None:
+    # CUDA 13's wheels are nvidia-cublas (and -cu13 on some indexes), CUDA 12's nvidia-cublas-cu12.
+    names = [f"nvidia-{library}{suffix}" for library in cuda_headers.LIBRARIES]
+    uv = stand_in_uv(tmp_path, ["nvidia-nvjitlink", *names])
+    wheels = cuda_headers.resolve(["cuda-toolkit"], [], uv, sys.executable, None)
+    assert [w.name for w in wheels] == sorted(names)
+
+
+def test_a_resolution_without_one_of_the_libraries_is_one_error_naming_it(tmp_path: Path) -> None:
+    # Without cuFFT's headers torch's own would not compile: said here, not by the compiler.
+    names = [f"nvidia-{library}-cu12" for library in cuda_headers.LIBRARIES if library != "cufft"]
+    uv = stand_in_uv(tmp_path, names)
+    with pytest.raises(Build2CMakeError, match=r"cuda-toolkit==12\.8\.\* resolved without cufft$"):
+        cuda_headers.resolve(["cuda-toolkit==12.8.*"], [], uv, sys.executable, None)
 
 
 @pytest.mark.parametrize(

@@ -77,6 +77,7 @@ def test_sources_shared_by_different_sets_of_kernels_get_one_unit_each() -> None
         (("-DV=1",), ("-DV=2",), "s.cu", "a has -DV=1, b -DV=2 (the last, b's, wins)"),
         (("-DV",), ("-UV",), "s.cu", "a has -DV=1, b -UV (the last, b's, wins)"),
         (("-DV",), ("-DV=1",), "s.cu", None),  # -DV is V=1
+        (("-DV=",), ("-DV",), "s.cu", "a has -DV=, b -DV=1 (the last, b's, wins)"),  # -DV= is empty
         (("-DV=1",), ("-DW=2",), "s.cu", None),  # different macros
         (("-DV=1",), (), "s.cu", None),  # one kernel defining a macro alone is no contradiction
         (("-DV=1", "-DV=2"), ("-DV=2",), "s.cu", None),  # the last flag of a name wins
@@ -96,6 +97,42 @@ def test_a_macro_the_kernels_define_differently_is_a_warning_naming_both_and_the
         (line,) = unit.conflicts
         assert line.startswith(f"{source}, listed by kernels a and b, is compiled once")
         assert line.endswith(contradiction)
+
+
+def test_each_contradiction_names_the_value_it_overrides_the_last_one_given() -> None:
+    # Three kernels: each line names the value the compile had before this kernel's flags, not
+    # the first kernel's; a kernel repeating the value in force contradicts nothing (#59).
+    def kernel(name: str, value: str) -> Kernel:
+        return Kernel(name, "cuda", (), paths("s.cu"), cuda_flags=(f"-DV={value}",))
+
+    def conflicts(*values: str) -> tuple[str, ...]:
+        kernels = tuple(kernel(name, v) for name, v in zip("abc", values, strict=True))
+        (unit,) = backend_layout(Project("p", ("cuda",), None, kernels), "cuda").units
+        return tuple(line.split("each other: ", 1)[1] for line in unit.conflicts)
+
+    assert conflicts("1", "2", "3") == (
+        "a has -DV=1, b -DV=2 (the last, b's, wins)",
+        "b has -DV=2, c -DV=3 (the last, c's, wins)",
+    )
+    assert conflicts("1", "2", "2") == ("a has -DV=1, b -DV=2 (the last, b's, wins)",)
+    # The unit's flags are the union, each flag once where it first appears (as CMake keeps a
+    # target's repeated options): c's -DV=1 is a's, so the compile has -DV=1 -DV=2, and b's wins.
+    assert conflicts("1", "2", "1") == (
+        "a has -DV=1, b -DV=2 (the last, b's, wins)",
+        "b has -DV=2, c -DV=1 (b's wins: a flag given again is kept once, where it first appears)",
+    )
+
+
+def test_a_contradiction_in_any_source_of_a_unit_is_a_warning() -> None:
+    # The unit's CUDA source agrees; its C++ source, second in the list, does not.
+    def kernel(name: str, value: str) -> Kernel:
+        return Kernel(name, "cuda", (), paths("k.cu", "h.cpp"), cxx_flags=(f"-DV={value}",))
+
+    (unit,) = backend_layout(Project("p", ("cuda",), None, (kernel("a", "1"), kernel("b", "2"))),
+                             "cuda").units  # fmt: skip
+    assert unit.sources == paths("k.cu", "h.cpp")
+    (line,) = unit.conflicts
+    assert line.startswith("h.cpp, listed by kernels a and b") and "a has -DV=1, b -DV=2" in line
 
 
 def test_cxx_flags_decide_the_macros_of_a_shared_cpp_source() -> None:
@@ -185,6 +222,10 @@ def result_of(function: str, kernel: list[str], targets: list[str], tmp_path: Pa
         (["9.0"], ["9.0+PTX"], ["9.0"]),
         (["9.0a", "10.0f"], ["9.0+PTX", "10.0a+PTX"], ["9.0a", "10.0f"]),
         (["9.0", "10.0"], ["8.9"], []),
+        # Majors of two digits: SASS of the target's own major (10.0 for 10.3, not 9.0).
+        (["9.0", "10.0", "12.0"], ["10.3", "12.0"], ["10.0", "12.0"]),
+        # An arch-specific or family capability that also builds PTX serves its base.
+        (["9.0a+PTX", "10.0f+PTX"], ["9.0", "10.0"], ["9.0a+PTX", "10.0f+PTX"]),
     ],
 )
 def test_cuda_capabilities_are_narrowed_by_the_loose_intersection(
@@ -231,6 +272,9 @@ LISTS = {
         ("cuda", {}, ("TORCH_CUDA_ARCH_LIST=8.0",),
          "RESULT=8.0|TORCH_CUDA_ARCH_LIST from -DTORCH_CUDA_ARCH_LIST"),
         ("cuda", {}, (), "RESULT=|"),
+        # Separators at either end or repeated are no entries.
+        ("cuda", {"TORCH_CUDA_ARCH_LIST": " 8.0;;9.0a; "}, (),
+         "RESULT=8.0;9.0a|TORCH_CUDA_ARCH_LIST from the environment"),
         # Set but empty: no narrowing (and not -D's list).
         ("cuda", {"TORCH_CUDA_ARCH_LIST": ""}, ("TORCH_CUDA_ARCH_LIST=8.0",),
          "RESULT=|TORCH_CUDA_ARCH_LIST from the environment"),
@@ -280,13 +324,17 @@ def test_a_bad_entry_of_the_gpu_list_stops_with_one_message(
 # The generated build: configured, compiled, read back, imported and called.
 
 
-def configure(root: Path, build_dir: Path, backend: str, **env: str) -> tuple[str, str]:
-    """CMake's configure step alone; its output and its warnings, each on one line."""
+def configure(
+    root: Path, build_dir: Path, backend: str, *defines: str, **env: str
+) -> tuple[str, str]:
+    """CMake's configure step alone (with -D`defines`); its output and its warnings, each on one
+    line."""
     environment = {k: v for k, v in os.environ.items() if k not in ENV_LISTS}
     environment.update(env)
     done = subprocess.run(
         ["cmake", "-S", str(root), "-B", str(build_dir), "-G", "Ninja",
-         f"-DBUILD2CMAKE_BACKEND={backend}", "-DBUILD2CMAKE_COMPILER_LAUNCHER=none"],
+         f"-DBUILD2CMAKE_BACKEND={backend}", "-DBUILD2CMAKE_COMPILER_LAUNCHER=none",
+         *(f"-D{d}" for d in defines)],
         capture_output=True, text=True, env=environment, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -318,6 +366,35 @@ def test_torch_cuda_arch_list_leaves_out_a_kernel_it_leaves_nothing_and_warns_on
     )
     assert "compiles once, CUDA for 9.0a (for kernel_fill_sm90)" in said
     assert "contradict" not in warned  # one kernel built: nothing to contradict
+    # A GPU neither kernel serves: both are left out, and the unit of their sources with them.
+    said, warned = configure(root, tmp_path / "t4", "cuda", TORCH_CUDA_ARCH_LIST="7.5")
+    assert said.count(" is left out: none of its cuda-capabilities") == 2
+    assert (
+        "build2cmake_shared_cuda_1, the sources kernel_fill_sm80, kernel_fill_sm90 share, is left "
+        "out with them" in said
+    )
+    assert "compiles once" not in said and "contradict" not in warned
+
+
+@requires_nvcc
+def test_a_kernel_cuda_minver_leaves_out_is_named_by_the_load_check(
+    project: Callable[[str], Path], tmp_path: Path
+) -> None:
+    # The check after the link names the kernels this configure left out, whatever left them
+    # out: here fill_sm80's cuda-minver, above any toolkit (#59).
+    root = project("shared_source")
+    toml = root / "build.toml"
+    toml.write_text(toml.read_text().replace(
+        'cuda-capabilities = ["8.0"]\n', 'cuda-capabilities = ["8.0"]\ncuda-minver = "99.0"\n'
+    ))  # fmt: skip
+    generate_torch(toml)
+    said, _ = configure(root, tmp_path / "b", "cuda")
+    assert "build2cmake: kernel_fill_sm80: left out: its cuda-minver is 99.0" in said
+    check = next(
+        line for line in (tmp_path / "b" / "build.ninja").read_text().splitlines()
+        if "build2cmake_symbols.py" in line
+    )  # fmt: skip
+    assert '--left-out "kernel_fill_sm80: its cuda-minver is 99.0, the toolkit CUDA ' in check
 
 
 @requires_nvcc
@@ -360,6 +437,13 @@ def test_pytorch_rocm_arch_leaves_out_a_kernel_it_leaves_nothing(
     )
     assert "compiles once, HIP for gfx940:xnack- (for kernel_fill_gfx940)" in said
     assert "contradict" not in warned
+    # BUILD2CMAKE_ROCM_ARCHS (without its override) narrows each kernel's list as well.
+    said, _ = configure(root, tmp_path / "d", "rocm", "BUILD2CMAKE_ROCM_ARCHS=gfx940")
+    assert (
+        "build2cmake: kernel_fill_gfx90a is left out: none of its rocm-archs (gfx90a) is among "
+        "BUILD2CMAKE_ROCM_ARCHS (gfx940)" in said
+    )
+    assert "compiles once, HIP for gfx940 (for kernel_fill_gfx940)" in said
 
 
 def built_extension(root: Path) -> Path:

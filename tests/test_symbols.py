@@ -30,14 +30,17 @@ int cxx_helper(int x) { return x + 1; }
 int lost_in_needed();
 int uses_lost() { return lost_in_needed(); }
 """
-# The extension: calls both, a Python C API function, and a C and a C++ function nothing defines.
+# The extension: calls both, Python C API functions (public, and the private one Py_DECREF
+# calls), and a C and a C++ function nothing defines.
 EXTENSION = """
 extern "C" int c_helper();
 int cxx_helper(int x);
 extern "C" int PyModule_AddIntConstant(void*, const char*, long);
+extern "C" void _Py_Dealloc(void*);
 extern "C" int lost_c();
 int lost_cxx(double y);
 int calls(void* module) {
+  _Py_Dealloc(module);
   return c_helper() + cxx_helper(1) + PyModule_AddIntConstant(module, "x", 1) + lost_c() +
          lost_cxx(2.0);
 }
@@ -166,6 +169,9 @@ def test_names_reach_the_terminal_printable_and_the_list_is_bounded(symbols: Mod
     said = symbols.message("/b/ext.so", names, [])
     assert "\x1b" not in said and "f0?[2J" in said
     assert said.count("\n  f") == symbols.SHOWN and "and 3 more" in said
+    # Exactly as many as are shown: all named, no count of the rest.
+    said = symbols.message("/b/ext.so", names[: symbols.SHOWN], [])
+    assert said.count("\n  f") == symbols.SHOWN and "more" not in said
 
 
 def test_only_a_64_bit_elf_has_an_interpreter_read(symbols: ModuleType, tmp_path: Path) -> None:

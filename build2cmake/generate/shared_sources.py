@@ -85,23 +85,37 @@ def _shown(name: str, value: str | None) -> str:
 
 
 def _conflicts(kernels: tuple[Kernel, ...], source: PurePosixPath) -> list[str]:
-    """A line for each pair of kernels giving one macro two values for `source`."""
+    """A line for each kernel giving a macro another value than the one in force for `source`
+    after the kernels before it. The unit's flags are their union, each flag once where it first
+    appears (build2cmake_union_kernels, as CMake keeps a target's repeated options), so a flag
+    an earlier kernel gave changes nothing where it comes again."""
     lines = []
     seen: dict[str, tuple[Kernel, str | None]] = {}
+    given: set[str] = set()
     for kernel in kernels:
-        for name, value in _macros(_flags_for(kernel, source)).items():
-            if name not in seen:
-                seen[name] = (kernel, value)
+        flags = _flags_for(kernel, source)
+        changed = _macros(tuple(f for f in flags if f not in given))
+        given.update(flags)
+        for name, value in _macros(flags).items():
+            before = seen.get(name)
+            if name in changed:
+                seen[name] = (kernel, changed[name])
+            if before is None or before[1] == value:
                 continue
-            first, first_value = seen[name]
-            if first_value != value:
-                lines.append(
-                    f"{source}, listed by kernels {first.name} and {kernel.name}, is compiled "
-                    f"once with both kernels' flags, and they contradict each other: "
-                    f"{first.name} has {_shown(name, first_value)}, {kernel.name} "
-                    f"{_shown(name, value)} (the last, {kernel.name}'s, wins)"
-                )
-                seen[name] = (kernel, value)
+            first, first_value = before
+            winner = seen[name][0]
+            wins = (
+                f"the last, {kernel.name}'s, wins"
+                if winner is kernel
+                else f"{winner.name}'s wins: a flag given again is kept once, where it first "
+                "appears"
+            )
+            lines.append(
+                f"{source}, listed by kernels {first.name} and {kernel.name}, is compiled "
+                f"once with both kernels' flags, and they contradict each other: "
+                f"{first.name} has {_shown(name, first_value)}, {kernel.name} "
+                f"{_shown(name, value)} ({wins})"
+            )
     return lines
 
 
